@@ -1,0 +1,41 @@
+/* hooks.h: the narrow interfaces between the allocator core and the
+ * features that sit beside it (ccow/, color/, publish.c). The core calls
+ * the feature entry points; the features call back only the functions
+ * declared here, never core internals. All of these are internal
+ * (hidden visibility in the shared library). */
+#ifndef HPM_HOOKS_H
+#define HPM_HOOKS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "hpmalloc.h"
+#include "prim/prim.h"
+
+#define HPM_INTERNAL __attribute__((visibility("hidden")))
+
+/* ---- provided by the core ---- */
+/* Live counters. Points at the published area once publish.c has set it
+ * up, else at a static struct. Update with __atomic builtins. */
+HPM_INTERNAL extern hpm_stats_t *_hpm_stats;
+/* Current value of an option (same as hpm_option_get). */
+HPM_INTERNAL long _hpm_option(hpm_option_t opt);
+/* Writes the start addresses of the heap's THP-backed hugepages that hold
+ * live data into out (at most max) and returns how many there are (which
+ * may exceed max). Safe to call from any thread; takes the heap lock
+ * briefly. */
+HPM_INTERNAL size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max);
+/* Allocation for feature metadata that must never recurse into malloc:
+ * zeroed, 64-byte aligned, never freed. NULL when out of memory. */
+HPM_INTERNAL void *_hpm_meta_alloc(size_t size_bytes);
+/* Formats like snprintf and writes to stderr through the OS table. */
+HPM_INTERNAL void _hpm_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- provided by ccow/ (called once from the core's init, after options) ---- */
+HPM_INTERNAL void _hpm_ccow_init(void) __attribute__((weak));
+
+/* ---- provided by publish.c ---- */
+/* Sets up the area other processes read (hpm stat) and returns it, filled
+ * from *initial; NULL if it cannot (the core then keeps its static struct). */
+HPM_INTERNAL hpm_stats_t *_hpm_publish_init(const hpm_stats_t *initial) __attribute__((weak));
+/* Called in the child after fork, so the child publishes its own area. */
+HPM_INTERNAL hpm_stats_t *_hpm_publish_after_fork_child(void) __attribute__((weak));
+#endif

@@ -1,0 +1,66 @@
+/* prim.h: the porting contract. This table is the only way hpmalloc talks
+ * to the operating system and the clock: mmap, mprotect, madvise, hugetlb
+ * mappings, /proc reads, threads. Policy code (hugepage placement, release
+ * timing, CCoW) receives a pointer to a table, so unit tests can pass a fake
+ * one and run deterministically without touching the kernel.
+ *
+ * Conventions: functions return 0 on success or an errno value on failure
+ * (never -1), unless they return a pointer (NULL on failure) or a count.
+ * Addresses and sizes given to them are 4 KiB aligned; "hp" functions take
+ * 2 MiB-aligned addresses and sizes. None of them calls malloc. */
+#ifndef HPM_PRIM_H
+#define HPM_PRIM_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#define HPM_PAGE_SHIFT 12
+#define HPM_PAGE_BYTES ((size_t)1 << HPM_PAGE_SHIFT)
+#define HPM_HP_SHIFT 21
+#define HPM_HP_BYTES ((size_t)1 << HPM_HP_SHIFT)
+#define HPM_PAGES_PER_HP 512
+#define HPM_GB_BYTES ((size_t)1 << 30)
+
+typedef enum { HPM_THP_ALWAYS, HPM_THP_MADVISE, HPM_THP_NEVER, HPM_THP_UNKNOWN } hpm_thp_mode_t;
+
+typedef struct hpm_os_s {
+    /* Reserve address space (no access, no memory), aligned to align_bytes. */
+    void *(*reserve)(size_t size_bytes, size_t align_bytes);
+    /* Make reserved space readable/writable (charged to the commit limit). */
+    int (*commit)(void *addr, size_t size_bytes);
+    /* Ask for (on) or against (off) transparent huge pages on a range. */
+    int (*thp_advise)(void *addr, size_t size_bytes, bool on);
+    /* Replace a reserved range with explicit hugetlb pages of page_bytes
+     * (2 MiB or 1 GiB). Fails with ENOMEM when the pool is empty. */
+    int (*map_hugetlb)(void *addr, size_t size_bytes, size_t page_bytes);
+    /* Give the memory back; the range stays committed and reads as zero. */
+    int (*release)(void *addr, size_t size_bytes);
+    /* Return a range (e.g. a hugetlb one) to reserved, inaccessible space. */
+    int (*unreserve_to_reserved)(void *addr, size_t size_bytes);
+    /* madvise(MADV_COLLAPSE): make the range one PMD-mapped huge page. */
+    int (*collapse)(void *addr, size_t size_bytes);
+    /* madvise(MADV_DONTFORK / MADV_DOFORK). */
+    int (*dontfork)(void *addr, size_t size_bytes, bool dontfork);
+    /* Read n /proc/self/pagemap entries starting at addr. Returns 0 or errno. */
+    int (*pagemap)(const void *addr, size_t n_pages, uint64_t *entries);
+    /* Read a whole small file (e.g. /proc/self/smaps_rollup) into buf,
+     * NUL-terminated. Returns the length, or -errno. */
+    long (*read_file)(const char *path, char *buf, size_t buf_bytes);
+    /* Monotonic clock. */
+    uint64_t (*now_ns)(void);
+    /* Sleep for ns (background threads only). */
+    void (*sleep_ns)(uint64_t ns);
+    /* Start a detached background thread; 0 or errno. */
+    int (*thread_start)(void *(*fn)(void *), void *arg);
+    /* The system's THP mode from /sys/kernel/mm/transparent_hugepage. */
+    hpm_thp_mode_t (*thp_mode)(void);
+    /* Write a message to stderr without stdio. */
+    void (*write_err)(const char *msg, size_t len);
+} hpm_os_t;
+
+/* The real table (src/prim/linux.c). */
+extern const hpm_os_t _hpm_os_linux;
+/* The table the library uses; tests may point it elsewhere before init. */
+extern const hpm_os_t *_hpm_os;
+
+#endif

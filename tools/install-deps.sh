@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that the tests and the evaluation use, when
+# any is missing and we may (root with apt-get). Safe to run again: it does
+# nothing when everything is there. Usage: tools/install-deps.sh [test|bench]
+set -u
+what=${1:-test}
+pkgs=(gcc make libc6-dev python3 sqlite3 lua5.4 redis-server redis-tools
+      libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 gnuplot-nox
+      clang libclang-rt-14-dev libhiredis-dev file procps)
+[[ $what == bench ]] && pkgs+=(hyperfine)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    echo "install-deps: missing ${missing[*]}; install them with apt-get (needs root). Tests that need them will fail or skip." >&2
+    exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null 2>&1 || true
+apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 || apt-get install -y "${missing[@]}" >&2
+exit 0
