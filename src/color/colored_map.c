@@ -1,0 +1,209 @@
+/* colored_map.c: frame colouring by physical frame number, the BPM method
+ * done in user space (hpm_colored_map).
+ *
+ * A colour is PFN mod colour_count (option HPM_COLOR_COUNT). To build a
+ * range of n pages of the wanted colours, we map a scratch pool of 4 KiB
+ * pages (MADV_NOHUGEPAGE so THP cannot hand us one compound page), touch
+ * every page so the kernel gives it a frame, read the frames from
+ * /proc/self/pagemap (PFNs read as 0 unless CAP_SYS_ADMIN), and move each
+ * suitable page with mremap(MREMAP_FIXED) into its slot of a reserved
+ * destination range. mremap moves page-table entries, so the frame (and so
+ * its colour) moves with the page. Unused pool pages are unmapped.
+ * Invariant: on success every page of the returned range is present and
+ * its PFN has a colour in the mask (checked again at the end); on failure
+ * nothing is left mapped and errno plus a reason string say why.
+ * No malloc, no stdio: scratch arrays are mmap'd. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "hooks.h"
+
+#define CM_PAGE 4096ul
+#define CM_PFN_MASK ((1ull << 55) - 1)
+#define CM_PRESENT (1ull << 63)
+#define CM_REASON_BYTES 256
+#define CM_MAX_ROUNDS 8
+#define CM_NONE (~0ull)   /* "no number here" for cm_fail */
+
+static __thread char cm_reason[CM_REASON_BYTES];
+static __thread int cm_errno;   /* errno of the last failure, kept across cleanup */
+
+/* ---- tiny string building (no stdio) ---- */
+static size_t cm_append(size_t at, const char *s) {
+    while (*s && at + 1 < CM_REASON_BYTES) cm_reason[at++] = *s++;
+    cm_reason[at] = 0;
+    return at;
+}
+
+static size_t cm_append_u(size_t at, unsigned long long v) {
+    char tmp[24];
+    int n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    char out[24];
+    for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    out[n] = 0;
+    return cm_append(at, out);
+}
+
+static void *cm_fail(int err, const char *what, unsigned long long a, const char *mid,
+                     unsigned long long b, const char *tail) {
+    size_t at = cm_append(0, what);
+    if (mid) {   /* a, mid, then b unless it is CM_NONE */
+        at = cm_append_u(at, a);
+        at = cm_append(at, mid);
+        if (b != CM_NONE) at = cm_append_u(at, b);
+    }
+    if (tail) cm_append(at, tail);
+    cm_errno = err;
+    errno = err;
+    return NULL;
+}
+
+const char *hpm_colored_map_error(void) __attribute__((visibility("default")));
+const char *hpm_colored_map_error(void) {
+    return cm_reason[0] ? cm_reason : "no error";
+}
+
+/* ---- system calls ---- */
+static void *cm_mmap(size_t bytes, int prot, int flags) {
+    long r = syscall(SYS_mmap, NULL, bytes, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+    return (unsigned long)r >= (unsigned long)-4095L ? NULL : (void *)r;
+}
+
+static void cm_munmap(void *p, size_t bytes) { if (p) syscall(SYS_munmap, p, bytes); }
+
+/* Reads n pagemap entries for addr; 0 or errno. */
+static int cm_pagemap(int fd, const void *addr, size_t n, uint64_t *out) {
+    size_t want = n * sizeof *out, got = 0;
+    off_t off = (off_t)((uintptr_t)addr / CM_PAGE * sizeof *out);
+    while (got < want) {
+        long r = syscall(SYS_pread64, fd, (char *)out + got, want - got, off + (off_t)got);
+        if (r < 0) return errno;
+        if (r == 0) return EIO;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static unsigned cm_colour_count(void) {
+    long c = _hpm_option(HPM_OPT_COLOR_COUNT);
+    return (c >= 2 && c <= 64) ? (unsigned)c : 16u;
+}
+
+/* True when no present entry shows a frame number: PFNs are hidden. */
+static int cm_all_pfn_zero(const uint64_t *ent, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if ((ent[i] & CM_PRESENT) && (ent[i] & CM_PFN_MASK)) return 0;
+    return 1;
+}
+
+/* One round: map a pool of pool_pages, touch it, and move pages whose
+ * colour is in mask into dst[filled..need). Returns the new fill count, or
+ * (size_t)-1 with the reason set. */
+static size_t cm_round(int pm_fd, char *dst, size_t filled, size_t need, uint64_t mask,
+                       unsigned colours, size_t pool_pages) {
+    size_t pool_bytes = pool_pages * CM_PAGE;
+    size_t ent_bytes = (pool_pages * sizeof(uint64_t) + CM_PAGE - 1) / CM_PAGE * CM_PAGE;
+    char *pool = cm_mmap(pool_bytes, PROT_READ | PROT_WRITE, MAP_NORESERVE);
+    uint64_t *ent = cm_mmap(ent_bytes, PROT_READ | PROT_WRITE, 0);
+    if (!pool || !ent) {
+        cm_munmap(pool, pool_bytes); cm_munmap(ent, ent_bytes);
+        cm_fail(ENOMEM, "cannot map a scratch pool of ", pool_pages, " pages (", filled, " frames found so far)");
+        return (size_t)-1;
+    }
+    syscall(SYS_madvise, pool, pool_bytes, MADV_NOHUGEPAGE);
+    for (size_t i = 0; i < pool_pages; i++) pool[i * CM_PAGE] = 1;   /* fault in a frame */
+    int err = cm_pagemap(pm_fd, pool, pool_pages, ent);
+    size_t out = filled;
+    if (err) {
+        cm_fail(err, "cannot read /proc/self/pagemap", 0, NULL, 0, NULL);
+        out = (size_t)-1;
+    } else if (cm_all_pfn_zero(ent, pool_pages)) {
+        cm_fail(EPERM, "pagemap shows PFN 0: physical frame numbers need CAP_SYS_ADMIN (run as root)",
+                0, NULL, 0, NULL);
+        out = (size_t)-1;
+    }
+    for (size_t i = 0; out != (size_t)-1 && i < pool_pages && out < need; i++) {
+        if (!(ent[i] & CM_PRESENT)) continue;
+        uint64_t colour = (ent[i] & CM_PFN_MASK) % colours;
+        if (!(mask >> colour & 1)) continue;
+        long r = syscall(SYS_mremap, pool + i * CM_PAGE, CM_PAGE, CM_PAGE,
+                         MREMAP_MAYMOVE | MREMAP_FIXED, dst + out * CM_PAGE);
+        if (r != (long)(uintptr_t)(dst + out * CM_PAGE)) {
+            cm_fail(errno, "mremap of one page failed after ", out,
+                    " pages (too many mappings? see vm.max_map_count; asked for ", need, " pages)");
+            out = (size_t)-1;
+            break;
+        }
+        out++;
+    }
+    cm_munmap(pool, pool_bytes);   /* moved pages left holes; the rest goes back */
+    cm_munmap(ent, ent_bytes);
+    return out;
+}
+
+/* Checks that every page of [p, p+n pages) is present with a wanted colour. */
+static int cm_verify(int pm_fd, char *p, size_t n, uint64_t mask, unsigned colours) {
+    size_t ent_bytes = (n * sizeof(uint64_t) + CM_PAGE - 1) / CM_PAGE * CM_PAGE;
+    uint64_t *ent = cm_mmap(ent_bytes, PROT_READ | PROT_WRITE, 0);
+    if (!ent) return ENOMEM;
+    int err = cm_pagemap(pm_fd, p, n, ent);
+    for (size_t i = 0; !err && i < n; i++) {
+        if (!(ent[i] & CM_PRESENT) || !(mask >> ((ent[i] & CM_PFN_MASK) % colours) & 1)) err = EAGAIN;
+    }
+    cm_munmap(ent, ent_bytes);
+    return err;
+}
+
+void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) __attribute__((visibility("default")));
+void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
+    cm_reason[0] = 0;
+    unsigned colours = cm_colour_count();
+    uint64_t mask = colours >= 64 ? colours_mask : colours_mask & ((1ull << colours) - 1);
+    if (size_bytes == 0 || size_bytes > ((size_t)1 << 40))
+        return cm_fail(EINVAL, "size must be between 1 byte and 1 TiB", 0, NULL, 0, NULL);
+    if (mask == 0)
+        return cm_fail(EINVAL, "the mask selects no colour below HPM_COLOR_COUNT (", colours, ") ", CM_NONE,
+                       "(colours are PFN mod HPM_COLOR_COUNT)");
+    size_t need = (size_bytes + CM_PAGE - 1) / CM_PAGE;
+    char *dst = cm_mmap(need * CM_PAGE, PROT_NONE, MAP_NORESERVE);
+    if (!dst) return cm_fail(ENOMEM, "cannot reserve the destination range", 0, NULL, 0, NULL);
+    int pm_fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pm_fd < 0) {
+        cm_munmap(dst, need * CM_PAGE);
+        return cm_fail(errno, "cannot open /proc/self/pagemap", 0, NULL, 0, NULL);
+    }
+    unsigned share = (unsigned)__builtin_popcountll(mask);
+    size_t filled = 0;
+    for (int round = 0; round < CM_MAX_ROUNDS && filled < need && filled != (size_t)-1; round++) {
+        /* expect share/colours of the frames to fit; ask for 1.5x plus slack */
+        size_t pool = (need - filled) * colours / share * 3 / 2 + 64;
+        filled = cm_round(pm_fd, dst, filled, need, mask, colours, pool);
+    }
+    int err = 0;
+    if (filled == (size_t)-1) err = cm_errno;
+    else if (filled < need) {
+        cm_fail(ENOMEM, "found only ", filled, " frames of the wanted colours, needed ", need, NULL);
+        err = ENOMEM;
+    } else if ((err = cm_verify(pm_fd, dst, need, mask, colours)) != 0) {
+        cm_fail(err, "a frame changed colour while the range was assembled (migrated by the kernel)",
+                0, NULL, 0, NULL);
+    }
+    syscall(SYS_close, pm_fd);
+    if (err) {
+        cm_munmap(dst, need * CM_PAGE);
+        errno = err;
+        return NULL;
+    }
+    return dst;
+}
+
+int hpm_colored_unmap(void *p, size_t size_bytes) __attribute__((visibility("default")));
+int hpm_colored_unmap(void *p, size_t size_bytes) {
+    if (!p || ((uintptr_t)p & (CM_PAGE - 1)) || size_bytes == 0) { errno = EINVAL; return -1; }
+    size_t bytes = (size_bytes + CM_PAGE - 1) / CM_PAGE * CM_PAGE;
+    return syscall(SYS_munmap, p, bytes) == 0 ? 0 : -1;
+}
