@@ -1,0 +1,77 @@
+# common.bash: helpers sourced by the test scripts in tests/scripts/ (this
+# file is not a test: run.sh runs only *.sh). It moves to the repository
+# root, finds the library under test (HPM_LIB, default build/libhpmalloc.so)
+# and counts checks. A script whose library is missing fails; it never
+# skips silently. Each script ends with t_done, which prints
+# "N passed, N failed" and returns non-zero when a check failed.
+set -u
+HPM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$HPM_ROOT" || exit 1
+HPM_LIB=${HPM_LIB:-build/libhpmalloc.so}
+t_pass=0
+t_fail=0
+
+t_ok() { t_pass=$((t_pass + 1)); echo "ok: $*"; }
+t_bad() { t_fail=$((t_fail + 1)); echo "FAIL: $*"; }
+# t_check DESCRIPTION COMMAND...: one check, passed when COMMAND succeeds.
+t_check() {
+    local what=$1; shift
+    if "$@"; then t_ok "$what"; else t_bad "$what"; fi
+}
+t_done() {
+    echo "$t_pass passed, $t_fail failed"
+    [[ $t_fail -eq 0 ]]
+}
+# Stops the script as one failure (a missing library or tool).
+t_abort() {
+    t_bad "$*"
+    t_done
+    exit 1
+}
+
+# Sets HPM_LIB_ABS to the library's absolute path, or stops with a failure.
+# When the library is hpmalloc (not a peer used while developing the tests),
+# also checks that it really preloads: a program run with HPM_STATS=1 prints
+# the allocator's "hpmalloc:" lines at exit, and ld.so does not complain.
+require_lib() {
+    [[ -f $HPM_LIB ]] || t_abort "library $HPM_LIB not found (build it with make, or set HPM_LIB)"
+    HPM_LIB_ABS=$(realpath "$HPM_LIB")
+    local err
+    err=$(HPM_STATS=1 LD_PRELOAD=$HPM_LIB_ABS /bin/true 2>&1 >/dev/null)
+    if grep -q 'cannot be preloaded' <<<"$err"; then
+        t_abort "ld.so cannot preload $HPM_LIB_ABS: $err"
+    fi
+    if is_hpmalloc; then
+        grep -q '^hpmalloc:' <<<"$err" ||
+            t_abort "HPM_STATS=1 LD_PRELOAD=$HPM_LIB_ABS /bin/true printed no 'hpmalloc:' stats line"
+    fi
+    return 0
+}
+
+is_hpmalloc() { [[ $(basename "$HPM_LIB") == libhpmalloc* ]]; }
+
+# require_prog NAME: path of build/tests/progs/NAME, built when missing.
+require_prog() {
+    local bin=build/tests/progs/$1
+    [[ -x $bin ]] || make -s "$bin" >&2 || t_abort "cannot build $bin"
+    echo "$bin"
+}
+
+require_tool() {
+    command -v "$1" >/dev/null 2>&1 || t_abort "$1 is not installed (tools/install-deps.sh test installs it)"
+}
+
+# on_hpm CMD...: runs CMD with the library preloaded.
+on_hpm() { LD_PRELOAD=$HPM_LIB_ABS "$@"; }
+
+# check_stats_seen FILE WHAT: a check that FILE (a stderr capture of a run
+# with HPM_STATS=1) holds the allocator's exit stats, i.e. the program
+# really ran on hpmalloc. Skipped (not counted) for a peer library.
+check_stats_seen() {
+    is_hpmalloc || return 0
+    if grep -q '^hpmalloc:' "$1" && ! grep -q 'cannot be preloaded' "$1"; then
+        t_ok "$2 ran on hpmalloc (HPM_STATS lines on stderr)"
+    else
+        t_bad "$2 shows no hpmalloc stats on stderr: $(head -c 300 "$1")"
+    fi
+}

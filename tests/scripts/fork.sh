@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# fork.sh: runs tests/progs/forktest (200 forks while 3 threads allocate;
+# every child allocates, checks, starts a thread and exits cleanly) under
+# LD_PRELOAD=$HPM_LIB (default build/libhpmalloc.so); then 50 forks with
+# HPM_STATS=1, so each child also prints its stats at exit (the exit path
+# of a forked child) and we see it really ran on hpmalloc. Each child's exit
+# status counts as a check inside forktest. Prints "N passed, N failed".
+source "$(dirname "$0")/common.bash"
+require_lib
+bin=$(require_prog forktest)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+run_fork() {  # label, env..., -- args
+    local label=$1; shift
+    local envs=()
+    while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+    shift
+    local rc
+    env "${envs[@]}" "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    cat "$tmp/out"; grep -v '^hpmalloc:' "$tmp/err" | head -n 20
+    local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/out" | tail -n 1)
+    local p=${line%% passed*} f=${line#*passed, }; f=${f%% failed}
+    if [[ -z $line ]]; then
+        t_bad "forktest $* on $label: no result line (rc=$rc)"
+        return
+    fi
+    t_pass=$((t_pass + p)); t_fail=$((t_fail + f))
+    [[ $rc -eq 0 || $f -ne 0 ]] || t_bad "forktest $* on $label: rc=$rc with 0 failed"
+}
+
+run_fork "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" -- 200 3
+run_fork "$HPM_LIB stats" LD_PRELOAD="$HPM_LIB_ABS" HPM_STATS=1 -- 50 2
+check_stats_seen "$tmp/err" "forktest"
+if is_hpmalloc; then
+    n=$(grep -c '^hpmalloc:' "$tmp/err")
+    echo "stats lines from the HPM_STATS=1 run (parent + 50 children + grandchildren): $n"
+fi
+t_done
