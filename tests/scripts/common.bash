@@ -75,3 +75,35 @@ check_stats_seen() {
         t_bad "$2 shows no hpmalloc stats on stderr: $(head -c 300 "$1")"
     fi
 }
+
+# t_tmpdir: makes $tmp, removed at exit.
+t_tmpdir() {
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/hpmtest.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+}
+
+# compare_runs LABEL CMD...: runs CMD without a preload (the reference) and
+# on hpmalloc with HPM_STATS=1; checks that both exit 0, that the output is
+# not empty and is the same byte for byte, and that the run really used
+# hpmalloc. Needs $tmp (t_tmpdir).
+compare_runs() {
+    local label=$1; shift
+    local rc_ref rc_hpm t0=$SECONDS
+    env -u LD_PRELOAD "$@" >"$tmp/ref.out" 2>"$tmp/ref.err"
+    rc_ref=$?
+    local t1=$SECONDS
+    HPM_STATS=1 LD_PRELOAD=$HPM_LIB_ABS "$@" >"$tmp/hpm.out" 2>"$tmp/hpm.err"
+    rc_hpm=$?
+    echo "$label: reference $((t1 - t0)) s, hpmalloc $((SECONDS - t1)) s; output: $(head -c 200 "$tmp/hpm.out")"
+    t_check "$label: reference run exits 0 (rc=$rc_ref)" test "$rc_ref" -eq 0
+    t_check "$label: exits 0 on $HPM_LIB (rc=$rc_hpm)" test "$rc_hpm" -eq 0
+    t_check "$label: output is not empty" test -s "$tmp/ref.out"
+    if cmp -s "$tmp/ref.out" "$tmp/hpm.out"; then
+        t_ok "$label: output identical to the reference"
+    else
+        t_bad "$label: output differs from the reference"
+        diff "$tmp/ref.out" "$tmp/hpm.out" | head -n 10
+    fi
+    [[ $rc_hpm -eq 0 ]] || grep -v '^hpmalloc:' "$tmp/hpm.err" | head -n 10
+    check_stats_seen "$tmp/hpm.err" "$label"
+}
