@@ -1,0 +1,244 @@
+/* stat.c: the `hpm stat` command. Parses the options, then takes reports
+ * of one process: `hpm stat PID` (once, or every --watch S), or
+ * `hpm stat -- CMD ARGS`, which starts CMD and reports on it until it
+ * exits (the last complete report is printed). One report is: mappings and
+ * coverage, the 2 MiB region states, smaps_rollup, the hpmalloc counters,
+ * then --rounds intervals of hot/cold sampling. The CPU time of hpm stat
+ * itself is measured around each report and printed as its cost.
+ * `hpm stat --colours` runs the colour probe instead (colour_probe.c).
+ * Exit status: 0 ok, 1 the process is gone or cannot be read, 2 usage. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "hpm.h"
+#include "stat.h"
+
+enum { REPORT_OK = 0, REPORT_GONE = 1, REPORT_ERROR = 2 };
+
+static void stat_usage(FILE *f) {
+    fprintf(f,
+        "usage: hpm stat [OPTIONS] PID\n"
+        "       hpm stat [OPTIONS] -- CMD [ARGS...]\n"
+        "       hpm stat --colours [--json]\n"
+        "  Huge-page coverage, 2 MiB region states, hot/cold memory and (for\n"
+        "  hpmalloc processes) the allocator's counters. See docs/stat.md.\n"
+        "  --json          one JSON object per report\n"
+        "  --detail        JSON: every region, and file mappings too\n"
+        "  --interval S    hot/cold sampling interval in seconds (default 1)\n"
+        "  --rounds N      hot/cold intervals per report (default 5, 0 = skip)\n"
+        "  --sample P      scan only P%% of the 2 MiB regions, chosen at random (default 100)\n"
+        "  --watch S       report again every S seconds until the process exits\n"
+        "  --count N       with --watch: stop after N reports\n"
+        "  --top N         mappings shown with a region map (default 5)\n"
+        "  --colours       probe whether page colours control the caches here\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+           ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e-6;
+}
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static void read_comm(stat_report_t *r) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/comm", r->pid);
+    FILE *f = fopen(path, "r");
+    r->comm[0] = 0;
+    if (f) {
+        if (fgets(r->comm, sizeof r->comm, f)) r->comm[strcspn(r->comm, "\n")] = 0;
+        fclose(f);
+    }
+}
+
+/* Turns a failed step into a status and, unless quiet, a message. */
+static int report_fail(const stat_report_t *r, const char *what, int err, int quiet) {
+    if (err == -ESRCH || err == -ENOENT || !stat_process_alive(r->pid)) {
+        if (!quiet) fprintf(stderr, "hpm stat: process %d exited while %s\n", r->pid, what);
+        return REPORT_GONE;
+    }
+    if (!quiet) {
+        fprintf(stderr, "hpm stat: cannot read %s of process %d: %s\n", what, r->pid, strerror(-err));
+        if (err == -EACCES || err == -EPERM)
+            fprintf(stderr, "hpm stat: reading another user's process needs root (or CAP_SYS_PTRACE)\n");
+    }
+    return REPORT_ERROR;
+}
+
+/* Hot/cold rounds; a process that stops midway keeps the rounds done. */
+static int report_hot(stat_report_t *r, const stat_opts_t *o, int quiet) {
+    r->rounds = 0;
+    r->wpd = -1;
+    for (int k = 0; k < o->rounds && k < STAT_MAX_ROUNDS; k++) {
+        int err = stat_clear_refs(r->pid);
+        if (err == -EACCES || err == -EPERM) {
+            stat_note_missing(r, "cannot write /proc/%d/clear_refs (%s): hot/cold needs the process's uid or root",
+                              r->pid, strerror(-err));
+            return REPORT_OK;
+        }
+        if (err) return report_fail(r, "clearing its access bits", err, quiet);
+        sleep_s(o->interval_s);
+        err = stat_hot_round(r);
+        if (err) return report_fail(r, "reading Referenced from smaps", err, quiet);
+        r->rounds++;
+        stat_hot_classify(r);
+    }
+    return REPORT_OK;
+}
+
+static int report_once(stat_report_t *r, const stat_opts_t *o, int quiet) {
+    double t0 = now_s(), c0 = cpu_s();
+    r->n_missing = 0;
+    r->is_root = geteuid() == 0;
+    r->interval_s = o->interval_s;
+    r->sample_pct = o->sample_pct;
+    read_comm(r);
+    int err = stat_read_maps(r);
+    if (err) return report_fail(r, "/proc/PID/smaps", err, quiet);
+    if ((err = stat_scan_regions(r, o)) != 0) return report_fail(r, "/proc/PID/pagemap", err, quiet);
+    if ((err = stat_read_rollup(r)) != 0) return report_fail(r, "/proc/PID/smaps_rollup", err, quiet);
+    stat_read_alloc(r);
+    int st = report_hot(r, o, quiet);
+    r->cost_wall_s = now_s() - t0;
+    r->cost_cpu_s = cpu_s() - c0;
+    return st;
+}
+
+static void report_print(const stat_report_t *r, const stat_opts_t *o) {
+    if (o->json) stat_print_json(stdout, r, o); else stat_print_text(stdout, r, o);
+    fflush(stdout);
+}
+
+static int stat_pid(int pid, const stat_opts_t *o) {
+    stat_report_t r = {.pid = pid};
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d", pid);
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "hpm stat: no process with pid %d\n", pid);
+        return 1;
+    }
+    int st = REPORT_OK;
+    for (int n = 0; st == REPORT_OK; n++) {
+        st = report_once(&r, o, 0);
+        if (st != REPORT_OK) break;
+        report_print(&r, o);
+        if (o->watch_s <= 0 || (o->count && n + 1 >= o->count)) break;
+        sleep_s(o->watch_s);
+    }
+    stat_free_maps(&r);
+    return st == REPORT_OK ? 0 : 1;
+}
+
+/* Starts CMD and reports on it until it exits; prints the last complete
+ * report (every report with --watch). Returns CMD's status when it failed. */
+static int stat_command(char **argv, const stat_opts_t *o) {
+    pid_t pid = fork();
+    if (pid < 0) { perror("hpm stat: fork"); return 1; }
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        fprintf(stderr, "hpm stat: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    stat_report_t r = {.pid = pid}, last = {.pid = pid};
+    int have_last = 0, status = 0;
+    sleep_s(o->interval_s < 0.05 ? o->interval_s : 0.05);   /* let it exec and start */
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        int st = report_once(&r, o, 1);
+        if (st != REPORT_OK) {
+            if (st == REPORT_ERROR) { report_once(&r, o, 0); break; }   /* say why */
+            continue;   /* it exited: waitpid picks it up */
+        }
+        if (o->watch_s > 0) report_print(&r, o);
+        stat_free_maps(&last);
+        last = r;
+        r.maps = NULL;
+        r.n_maps = 0;
+        have_last = 1;
+        if (o->watch_s > 0) sleep_s(o->watch_s);
+    }
+    if (waitpid(pid, &status, 0) < 0 && errno != ECHILD) status = 0;
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (!have_last) {
+        fprintf(stderr, "hpm stat: '%s' exited before a complete report (%d rounds of %.3g s); "
+                        "try --rounds 0 or a shorter --interval\n", argv[0], o->rounds, o->interval_s);
+        stat_free_maps(&r);
+        return rc ? rc : 1;
+    }
+    if (o->watch_s <= 0) report_print(&last, o);
+    fprintf(stderr, "hpm stat: '%s' exited with status %d; the report above is its last complete one\n", argv[0], rc);
+    stat_free_maps(&r);
+    stat_free_maps(&last);
+    return rc;
+}
+
+static int parse_num(const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int hpm_cmd_stat(int argc, char **argv) {
+    stat_opts_t o = {.interval_s = 1.0, .rounds = 5, .sample_pct = 100, .top = 5};
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        double v = 0;
+        if (!strcmp(a, "--")) { i++; break; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { stat_usage(stdout); return 0; }
+        if (!strcmp(a, "--json")) { o.json = 1; continue; }
+        if (!strcmp(a, "--detail")) { o.detail = 1; continue; }
+        if (!strcmp(a, "--colours") || !strcmp(a, "--colors")) { o.colours = 1; continue; }
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = val != NULL;
+        if (!strcmp(a, "--interval")) ok = ok && !parse_num(val, 0.001, 3600, &o.interval_s);
+        else if (!strcmp(a, "--rounds")) { ok = ok && !parse_num(val, 0, STAT_MAX_ROUNDS, &v); o.rounds = (int)v; }
+        else if (!strcmp(a, "--sample")) ok = ok && !parse_num(val, 0.01, 100, &o.sample_pct);
+        else if (!strcmp(a, "--watch")) ok = ok && !parse_num(val, 0.001, 86400, &o.watch_s);
+        else if (!strcmp(a, "--count")) { ok = ok && !parse_num(val, 1, 1e9, &v); o.count = (int)v; }
+        else if (!strcmp(a, "--top")) { ok = ok && !parse_num(val, 0, 64, &v); o.top = (int)v; }
+        else {
+            fprintf(stderr, "hpm stat: unknown option '%s'\n", a);
+            stat_usage(stderr);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "hpm stat: %s needs a number in range (got '%s')\n", a, val ? val : "nothing");
+            return 2;
+        }
+        i++;
+    }
+    if (o.colours) {
+        if (!hpm_colour_probe) { fprintf(stderr, "hpm stat: the colour probe is not built into this hpm\n"); return 2; }
+        return hpm_colour_probe(o.json);
+    }
+    if (i >= argc) { stat_usage(stderr); return 2; }
+    if (i > 1 && !strcmp(argv[i - 1], "--")) return stat_command(argv + i, &o);
+    char *end;
+    long pid = strtol(argv[i], &end, 10);
+    if (*end || end == argv[i] || pid <= 0 || pid > 0x3fffffff) {
+        fprintf(stderr, "hpm stat: '%s' is not a process id (use 'hpm stat -- CMD' to run a command)\n", argv[i]);
+        return 2;
+    }
+    if (i + 1 < argc) { fprintf(stderr, "hpm stat: unexpected argument '%s'\n", argv[i + 1]); return 2; }
+    return stat_pid((int)pid, &o);
+}
