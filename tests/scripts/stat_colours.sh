@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# stat_colours.sh: the colour probe (`hpm stat --colours`) gives a real,
+# stable answer: 5 runs in a row give the same verdict and the same
+# controllable bits, the L1 sanity test sees its set conflict (so the
+# timer works), and the JSON carries the fields `hpm bench` reads.
+set -u
+cd "$(dirname "$0")/../.."
+HPM=build/hpm
+pass=0; fail=0
+check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
+[[ -x $HPM ]] || { echo "build first"; echo "0 passed, 1 failed"; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+for i in 1 2 3 4 5; do
+    $HPM stat --colours --json >"$tmp/$i.json" 2>"$tmp/$i.err"; rc=$?
+    check "[[ $rc -eq 0 ]]" "run $i exited $rc: $(cat $tmp/$i.err)"
+done
+python3 - "$tmp" <<'PY' >"$tmp/py.out" 2>&1
+import json, sys
+runs = [json.load(open("%s/%d.json" % (sys.argv[1], i))) for i in range(1, 6)]
+def check(c, what): print(("ok " if c else "FAIL ") + what)
+v = [(r["verdict"], r["controllable_bits"]) for r in runs]
+check(all(x == v[0] for x in v), "same verdict 5 times: %s" % v)
+check(v[0][0] in ("controllable", "partly controllable", "not controllable"), "a definite verdict: %s" % v[0][0])
+check(all(r["L1"]["result"] == "conflict" and r["L1"]["ratio"] >= 1.5 for r in runs), "L1 sanity conflict seen in every run")
+check(all(r["evidence"] and "L2" in r["evidence"] for r in runs), "evidence names the L2 measurement")
+check(all(r["L2"]["same_set_ns"] > 0 and r["L2"]["diff_set_ns"] > 0 for r in runs), "L2 latencies measured")
+print("verdict:", v[0], "L2 ratios:", [round(r["L2"]["ratio"], 2) for r in runs], "LLC ratios:", [round(r["LLC"]["ratio"], 2) for r in runs])
+PY
+cat "$tmp/py.out"
+while read -r w rest; do check "[[ $w == ok ]]" "$rest"; done < <(grep -E '^(ok|FAIL) ' "$tmp/py.out")
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]
