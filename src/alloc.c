@@ -1,0 +1,270 @@
+/* alloc.c: the public allocation API (hpm_*) and the libc names.
+ *
+ * Small requests (<= 32 KiB) go to the calling thread's heap; medium ones
+ * (up to 1 MiB) are page spans placed by the pageheap; larger ones take
+ * whole hugepages. Every free is checked (DESIGN.md rule 7): the page map
+ * says whether the pointer belongs to a live span, the size class says
+ * whether it is a block start, and the free-block cookie catches double
+ * frees. A bad pointer stops the process with one line on stderr.
+ * Errors follow C/POSIX: NULL with errno ENOMEM or EINVAL. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+/* ---- errors ---- */
+
+void _hpm_fatal(const char *fn, const void *p, const char *what) {
+    char buf[256];
+    int n = snprintf(buf, sizeof buf, "hpmalloc: %s(%p): %s\n", fn, p, what);
+    _hpm_os->write_err(buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    abort();
+}
+
+static void bad_pointer(const char *fn, const void *p) {
+    uintptr_t off = (uintptr_t)p - _hpm_ph.base;
+    if (off < (uintptr_t)_hpm_ph.top_hp << HPM_HP_SHIFT)
+        _hpm_fatal(fn, p, "pointer into free memory of the hpmalloc heap (double free or dangling pointer)");
+    _hpm_fatal(fn, p, "pointer was not allocated by hpmalloc (wild pointer)");
+}
+
+/* ---- allocation ---- */
+
+static inline hpm_heap_t *heap_get(void) {
+    hpm_heap_t *h = _hpm_tls_heap;
+    return likely(h != NULL) ? h : _hpm_heap_acquire();
+}
+
+static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
+    hpm_span_t *s = h->current[cls];
+    void **b = s->free;
+    if (likely(b != NULL)) {
+        s->free = b[0];
+        b[1] = NULL;
+        s->used++;
+        h->used_bytes += s->block_bytes;
+        return b;
+    }
+    void *p = _hpm_heap_alloc_slow(h, cls);
+    if (unlikely(!p)) errno = ENOMEM;
+    return p;
+}
+
+/* Medium or large: a span of its own, start aligned to align_bytes. */
+static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zero) {
+    if (size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
+    size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
+    hpm_span_t *s;
+    pthread_mutex_lock(&_hpm_ph.lock);
+    if (pages >= HPM_LARGE_MIN_PAGES || align_bytes > HPM_HP_BYTES / 2)
+        s = _hpm_ph_alloc_large(&_hpm_ph, pages, align_bytes > HPM_HP_BYTES ? align_bytes : HPM_HP_BYTES);
+    else if (align_bytes > HPM_PAGE_BYTES)
+        s = _hpm_ph_alloc_aligned(&_hpm_ph, pages, align_bytes);
+    else
+        s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    if (!s) { errno = ENOMEM; return NULL; }
+    h->used_bytes += (int64_t)s->n_pages << HPM_PAGE_SHIFT;
+    if (zero && !s->clean) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
+    return (void *)s->start;
+}
+
+static inline void *alloc_any(size_t size, bool zero) {
+    hpm_heap_t *h = heap_get();
+    if (unlikely(!h)) { errno = ENOMEM; return NULL; }
+    if (likely(size <= HPM_SMALL_MAX_BYTES)) {
+        void *p = alloc_class(h, hpm_size_class(size));
+        if (zero && p) memset(p, 0, size);
+        return p;
+    }
+    return alloc_span(h, size, HPM_PAGE_BYTES, zero);
+}
+
+static void *alloc_aligned(size_t alignment, size_t size) {
+    hpm_heap_t *h = heap_get();
+    if (unlikely(!h)) { errno = ENOMEM; return NULL; }
+    if (alignment <= HPM_MIN_ALIGN) return alloc_any(size, false);
+    if (alignment <= HPM_PAGE_BYTES && size <= HPM_SMALL_MAX_BYTES) {
+        unsigned cls = hpm_size_class(size > alignment ? size : alignment);
+        while (cls < HPM_CLASSES && _hpm_classes[cls].block_bytes % alignment) cls++;
+        if (cls < HPM_CLASSES) return alloc_class(h, cls);
+    }
+    return alloc_span(h, size, alignment, false);
+}
+
+/* ---- free ---- */
+
+static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
+    if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
+    h->used_bytes -= (int64_t)s->n_pages << HPM_PAGE_SHIFT;
+    pthread_mutex_lock(&_hpm_ph.lock);
+    _hpm_ph_free_span(&_hpm_ph, s);
+    size_t cached = _hpm_ph.cache_count;
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    if (cached > _hpm_ph.cache_keep_hp) _hpm_background_kick();
+}
+
+static inline void free_checked(void *p, const char *fn) {
+    hpm_span_t *s = hpm_span_of(p);
+    if (unlikely(s == NULL)) bad_pointer(fn, p);
+    hpm_heap_t *h = heap_get();
+    if (unlikely(s->kind != SPAN_SLAB)) { free_span(h, s, p, fn); return; }
+    uintptr_t off = (uintptr_t)p - s->start;
+    uint32_t idx = (uint32_t)((off * s->recip) >> 32);
+    if (unlikely((uintptr_t)idx * s->block_bytes != off)) _hpm_fatal(fn, p, "interior pointer (not the start of a block)");
+    void **b = p;
+    if (unlikely((uint64_t)b[1] == hpm_cookie(b))) _hpm_fatal(fn, p, "double free (block is already free)");
+    b[1] = (void *)hpm_cookie(b);
+    h->used_bytes -= s->block_bytes;
+    if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
+        b[0] = s->free;
+        s->free = b;
+        s->used--;
+        if (unlikely(s->list != LIST_CURRENT && (s->list == LIST_FULL || s->used == 0))) _hpm_heap_free_slow(h, s);
+        return;
+    }
+    /* another thread's (or an abandoned) slab */
+    void *head = atomic_load_explicit(&s->xfree, memory_order_relaxed);
+    do { b[0] = head; } while (!atomic_compare_exchange_weak(&s->xfree, &head, b));
+    if (atomic_load(&s->parked_full) && atomic_exchange(&s->parked_full, 0)) {
+        hpm_heap_t *owner = atomic_load(&s->owner);
+        if (owner) atomic_fetch_add(&owner->delayed, 1);
+    }
+}
+
+/* ---- the public functions ---- */
+
+HPM_API void *hpm_malloc(size_t size) { return alloc_any(size, false); }
+
+HPM_API void hpm_free(void *p) {
+    if (likely(p != NULL)) free_checked(p, "free");
+}
+
+HPM_API void *hpm_calloc(size_t count, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(count, size, &total)) { errno = ENOMEM; return NULL; }
+    return alloc_any(total, true);
+}
+
+HPM_API bool hpm_range(const void *p, void **base, size_t *size) {
+    if (!p || atomic_load_explicit(&_hpm_ready, memory_order_acquire) != 2) return false;
+    hpm_span_t *s = hpm_span_of(p);
+    if (!s) return false;
+    uintptr_t start = s->start;
+    size_t len = (size_t)s->n_pages << HPM_PAGE_SHIFT;
+    if (s->kind == SPAN_SLAB) {
+        uintptr_t off = (uintptr_t)p - s->start;
+        uint32_t idx = (uint32_t)((off * s->recip) >> 32);
+        if ((uintptr_t)idx * s->block_bytes > off) idx--;
+        if (idx >= s->capacity) return false;
+        void **b = (void **)(s->start + (uintptr_t)idx * s->block_bytes);
+        if ((uint64_t)b[1] == hpm_cookie(b)) return false;
+        start = (uintptr_t)b;
+        len = s->block_bytes;
+    } else if ((uintptr_t)p < start) {
+        return false;   /* the head pages trimmed off an aligned span */
+    }
+    if (base) *base = (void *)start;
+    if (size) *size = len;
+    return true;
+}
+
+HPM_API size_t hpm_usable_size(const void *p) {
+    size_t size = 0;
+    void *base;
+    if (p && hpm_range(p, &base, &size) && base == p) return size;
+    return 0;
+}
+
+HPM_API void *hpm_realloc(void *p, size_t size) {
+    if (!p) return hpm_malloc(size);
+    if (size == 0) { hpm_free(p); return NULL; }
+    hpm_span_t *s = hpm_span_of(p);
+    if (!s) bad_pointer("realloc", p);
+    void *base;
+    size_t usable;
+    if (!hpm_range(p, &base, &usable)) _hpm_fatal("realloc", p, "pointer is not a live allocation (double free or dangling pointer)");
+    if (base != p) _hpm_fatal("realloc", p, "interior pointer (not the start of an allocation)");
+    if (size <= usable && size >= usable / 2) return p;
+    void *q = hpm_malloc(size);
+    if (!q) return NULL;     /* p stays valid */
+    memcpy(q, p, size < usable ? size : usable);
+    hpm_free(p);
+    return q;
+}
+
+HPM_API void *hpm_reallocarray(void *p, size_t count, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(count, size, &total)) { errno = ENOMEM; return NULL; }
+    return hpm_realloc(p, total);
+}
+
+static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
+
+HPM_API void *hpm_aligned_alloc(size_t alignment, size_t size) {
+    if (!is_pow2(alignment) || alignment > ((size_t)1 << 40)) { errno = EINVAL; return NULL; }
+    return alloc_aligned(alignment, size);
+}
+
+HPM_API void *hpm_memalign(size_t alignment, size_t size) {
+    if (alignment > ((size_t)1 << 40)) { errno = EINVAL; return NULL; }
+    size_t a = HPM_MIN_ALIGN;
+    while (a < alignment) a <<= 1;
+    return alloc_aligned(a, size);
+}
+
+HPM_API int hpm_posix_memalign(void **out, size_t alignment, size_t size) {
+    if (!is_pow2(alignment) || alignment % sizeof(void *) || alignment > ((size_t)1 << 40)) return EINVAL;
+    int saved = errno;
+    void *p = alloc_aligned(alignment, size);
+    if (!p) { errno = saved; return ENOMEM; }
+    *out = p;
+    return 0;
+}
+
+HPM_API void hpm_free_sized(void *p, size_t size) { (void)size; hpm_free(p); }
+HPM_API void hpm_free_aligned_sized(void *p, size_t alignment, size_t size) { (void)alignment; (void)size; hpm_free(p); }
+
+/* ---- libc names (the shared library interposes them; so does -lhpmalloc) ---- */
+#define HPM_ALIAS(name) __attribute__((alias(#name), visibility("default"), used))
+void *malloc(size_t) HPM_ALIAS(hpm_malloc);
+void free(void *) HPM_ALIAS(hpm_free);
+void *calloc(size_t, size_t) HPM_ALIAS(hpm_calloc);
+void *realloc(void *, size_t) HPM_ALIAS(hpm_realloc);
+void *reallocarray(void *, size_t, size_t) HPM_ALIAS(hpm_reallocarray);
+void *aligned_alloc(size_t, size_t) HPM_ALIAS(hpm_aligned_alloc);
+void *memalign(size_t, size_t) HPM_ALIAS(hpm_memalign);
+int posix_memalign(void **, size_t, size_t) HPM_ALIAS(hpm_posix_memalign);
+size_t malloc_usable_size(void *) HPM_ALIAS(hpm_usable_size);
+void free_sized(void *, size_t) HPM_ALIAS(hpm_free_sized);
+void free_aligned_sized(void *, size_t, size_t) HPM_ALIAS(hpm_free_aligned_sized);
+void cfree(void *) HPM_ALIAS(hpm_free);
+
+HPM_API void *valloc(size_t size) { return alloc_aligned(HPM_PAGE_BYTES, size); }
+
+HPM_API void *pvalloc(size_t size) {
+    if (size > SIZE_MAX - HPM_PAGE_BYTES) { errno = ENOMEM; return NULL; }
+    return alloc_aligned(HPM_PAGE_BYTES, (size + HPM_PAGE_BYTES - 1) & ~(HPM_PAGE_BYTES - 1));
+}
+
+/* malloc_trim releases cached empty hugepages, and free pages inside
+ * partial ones only when HPM_SUBRELEASE=1 (hpm_trim always does both). */
+HPM_API int malloc_trim(size_t pad) {
+    (void)pad;
+    hpm_ensure_init();
+    _hpm_heaps_reclaim_abandoned();
+    pthread_mutex_lock(&_hpm_ph.lock);
+    size_t bytes = _hpm_ph_trim(&_hpm_ph, _hpm_ph.subrelease);
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    return bytes > 0;
+}
+
+HPM_API size_t hpm_trim(void) {
+    hpm_ensure_init();
+    _hpm_heaps_reclaim_abandoned();
+    pthread_mutex_lock(&_hpm_ph.lock);
+    size_t bytes = _hpm_ph_trim(&_hpm_ph, true);
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    return bytes;
+}

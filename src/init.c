@@ -1,0 +1,118 @@
+/* init.c: start-up, fork handling and the background release thread.
+ *
+ * Initialisation is lazy (first allocation) and calls nothing that could
+ * allocate before the allocator is ready; pthread_atfork, the published
+ * counters and CCoW are set up just after. Fork (DESIGN.md rule 8): the
+ * prepare handler takes every allocator lock, the parent releases them,
+ * and the child re-creates them and retires the heaps of threads that did
+ * not survive. The background thread starts only once empty hugepages
+ * wait in the cache; it runs the release tick every quarter window, so RSS
+ * falls even when the program stops calling the allocator. */
+#include <sched.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+#include "internal.h"
+
+atomic_int _hpm_ready;
+static atomic_int background_started;
+
+static void fork_prepare(void) {
+    _hpm_heap_fork_prepare();
+    pthread_mutex_lock(&_hpm_ph.lock);
+}
+
+static void fork_parent(void) {
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    _hpm_heap_fork_parent();
+}
+
+static void fork_child(void) {
+    pthread_mutex_init(&_hpm_ph.lock, NULL);
+    atomic_store(&background_started, 0);
+    _hpm_heap_fork_child();
+    if (_hpm_publish_after_fork_child) {
+        hpm_stats_t *pub = _hpm_publish_after_fork_child();
+        if (pub) _hpm_stats = pub;
+    }
+    _hpm_stats->pid = (int32_t)getpid();
+}
+
+static void init_secret(void) {
+    const uint64_t *rnd = (const uint64_t *)getauxval(AT_RANDOM);
+    uint64_t x = rnd ? rnd[0] ^ rnd[1] : 0;
+    x ^= (uintptr_t)&x * 0x9e3779b97f4a7c15ull;
+    _hpm_cookie_secret = x | 1;
+}
+
+static void init_stats(void) {
+    static const char *thp[] = {"always", "madvise", "never", "unknown"};
+    hpm_stats_t *s = _hpm_stats;
+    s->magic = HPM_STATS_MAGIC;
+    s->version = HPM_STATS_VERSION;
+    s->pid = (int32_t)getpid();
+    s->arena_base = _hpm_ph.base;
+    s->arena_reserved_bytes = (uint64_t)_hpm_ph.reserved_hp << HPM_HP_SHIFT;
+    strncpy(s->page_mode, _hpm_page_mode_name((int)_hpm_option(HPM_OPT_PAGES)), sizeof s->page_mode - 1);
+    strncpy(s->thp_system, thp[_hpm_os->thp_mode()], sizeof s->thp_system - 1);
+    strncpy(s->ccow_state, "off", sizeof s->ccow_state - 1);
+}
+
+static void init_once(void) {
+    init_secret();
+    _hpm_options_init();
+    _hpm_classes_init();
+    int mode = (int)_hpm_option(HPM_OPT_PAGES);
+    if (_hpm_meta_init(_hpm_os) == 0 &&
+        _hpm_ph_init(&_hpm_ph, _hpm_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) == 0) {
+        _hpm_ph.release_delay_ms = (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS);
+        _hpm_ph.cache_keep_hp = (size_t)_hpm_option(HPM_OPT_HP_CACHE);
+        _hpm_ph.subrelease = _hpm_option(HPM_OPT_SUBRELEASE) != 0;
+    } else {
+        _hpm_message("hpmalloc: cannot reserve address space for the heap; every allocation will fail\n");
+    }
+    _hpm_heaps_init();
+    init_stats();
+}
+
+void _hpm_init_slow(void) {
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&_hpm_ready, &expected, 1)) {
+        init_once();
+        atomic_store_explicit(&_hpm_ready, 2, memory_order_release);
+        pthread_atfork(fork_prepare, fork_parent, fork_child);
+        if (_hpm_publish_init) {
+            hpm_stats_t *pub = _hpm_publish_init(_hpm_stats);
+            if (pub) _hpm_stats = pub;
+        }
+        if (_hpm_ccow_init) _hpm_ccow_init();
+        return;
+    }
+    while (atomic_load_explicit(&_hpm_ready, memory_order_acquire) != 2) sched_yield();
+}
+
+/* ---- background release ---- */
+
+void _hpm_stats_refresh_light(void);
+
+static void *background_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        uint64_t delay_ms = _hpm_ph.release_delay_ms ? _hpm_ph.release_delay_ms : 1000;
+        _hpm_os->sleep_ns(delay_ms * 1000000ull / 4);
+        if (!_hpm_option(HPM_OPT_BACKGROUND)) continue;
+        pthread_mutex_lock(&_hpm_ph.lock);
+        _hpm_ph.last_release_check_ns = 0;
+        _hpm_ph_release_tick(&_hpm_ph, _hpm_os->now_ns());
+        pthread_mutex_unlock(&_hpm_ph.lock);
+        _hpm_stats_refresh_light();
+    }
+    return NULL;
+}
+
+void _hpm_background_kick(void) {
+    if (atomic_load_explicit(&background_started, memory_order_relaxed) || !_hpm_option(HPM_OPT_BACKGROUND)) return;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&background_started, &expected, 1)) return;
+    if (_hpm_os->thread_start(background_main, NULL) != 0) atomic_store(&background_started, 0);
+}

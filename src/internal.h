@@ -1,0 +1,246 @@
+/* internal.h: types and cross-file declarations of the allocator core.
+ *
+ * Glossary:
+ *   page      4 KiB, the unit of spans (_pages).
+ *   hugepage  2 MiB, aligned, 512 pages; the unit of backing and release (_hp).
+ *   arena     one reserved address range holding every heap hugepage.
+ *   span      a run of pages inside the arena with one purpose: a slab, a
+ *             medium allocation (one object), or a large allocation (whole
+ *             hugepages plus a page-granular tail).
+ *   slab      a span cut into blocks of one size class, owned by one heap.
+ *   heap      per-thread front end: size-class bins of slabs, no locks.
+ *   pageheap  the global back end (hugepage.c): places spans into hugepages,
+ *             tracks hybrids, caches and releases empty hugepages.
+ *
+ * Layer order (a file calls only layers below it):
+ *   alloc.c override.c static.c   api
+ *   heap.c                        per-thread heaps, fast paths, remote frees
+ *   slab.c                        slab setup and free-list collection
+ *   hugepage.c filler.c release.c the pageheap: placement, hybrids, release
+ *   meta.c options.c stats.c      metadata memory, options, counters
+ *   prim/                         the OS table
+ *
+ * Invariant: every address in [arena_base, arena_top) maps, through
+ * page_map, to the span that owns its page, or to NULL when the page is
+ * free. Metadata never lives in the arena. */
+#ifndef HPM_INTERNAL_H
+#define HPM_INTERNAL_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "hooks.h"
+#include "hpmalloc.h"
+#include "prim/prim.h"
+
+#define HPM_API __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- size classes (sizeclass.c) ---- */
+#define HPM_CLASSES 72
+#define HPM_SMALL_MAX_BYTES ((size_t)32 * 1024)  /* larger: page spans */
+#define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
+#define HPM_MIN_ALIGN 16
+
+typedef struct {
+    uint32_t block_bytes;
+    uint32_t slab_pages;
+    uint32_t capacity;       /* blocks per slab */
+    uint32_t recip;          /* ceil(2^32 / block_bytes), for division by multiply */
+} hpm_class_t;
+
+HPM_INTERNAL extern hpm_class_t _hpm_classes[HPM_CLASSES];
+HPM_INTERNAL extern uint8_t _hpm_class_of16[(1024 >> 4) + 1];
+HPM_INTERNAL void _hpm_classes_init(void);
+
+static inline unsigned hpm_size_class(size_t size) {
+    if (likely(size <= 1024)) return _hpm_class_of16[(size + 15) >> 4];
+    size_t s = size - 1;
+    unsigned b = 63u - (unsigned)__builtin_clzl(s);          /* 10..14 */
+    return 8u + (b - 7u) * 8u + (unsigned)((s >> (b - 3u)) & 7u);
+}
+
+/* ---- spans ---- */
+enum { SPAN_NONE = 0, SPAN_SLAB, SPAN_MEDIUM, SPAN_LARGE };
+enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED };
+
+typedef struct hpm_heap_s hpm_heap_t;
+typedef struct hpm_span_s hpm_span_t;
+
+struct hpm_span_s {
+    /* hot: owner thread only */
+    void *free;                     /* free blocks, LIFO */
+    uint32_t used;                  /* live blocks (remote frees not yet collected count as live) */
+    uint32_t capacity;
+    uint32_t block_bytes;
+    uint32_t recip;
+    uintptr_t start;
+    /* shared */
+    _Atomic(void *) xfree;          /* blocks freed by other threads */
+    _Atomic(hpm_heap_t *) owner;    /* NULL when abandoned or not a slab */
+    atomic_int parked_full;         /* 1 while on the owner's full list (see heap.c) */
+    uint8_t kind;
+    uint8_t class_idx;
+    uint8_t list;                   /* which heap list it is on */
+    uint8_t clean;                  /* pages were all untouched when allocated (calloc skips zeroing) */
+    uint32_t n_pages;
+    hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
+};
+
+/* A growable region of reserved metadata address space (meta.c). */
+typedef struct { uintptr_t base, committed, used, limit; } hpm_meta_region_t;
+
+/* ---- the pageheap (hugepage.c, filler.c, release.c) ---- */
+enum { HP_UNUSED = 0, HP_RELEASED, HP_CACHED, HP_ACTIVE };
+enum { BACK_NONE = 0, BACK_THP, BACK_HUGETLB, BACK_1G };
+enum { SET_SLAB = 0, SET_OTHER, SET_HYBRID, SET_COUNT, SET_NONE = 255 };
+enum { PAGES_THP = 0, PAGES_HUGETLB, PAGES_1G, PAGES_OFF };
+
+typedef struct hpm_hp_s {
+    uint64_t free_bits[8];          /* bit set = page free */
+    uint64_t dirty_bits[8];         /* bit set = page may hold non-zero data */
+    uint64_t subrel_bits[8];        /* bit set = page given back while the hugepage is partial */
+    uint16_t used_pages;
+    uint16_t longest_free_pages;
+    uint16_t slab_pages;            /* pages used by small-object slabs */
+    uint16_t subrel_pages;
+    uint8_t state, backing, set, bin_linked;
+    uint32_t index;
+    uint64_t empty_since_ns;
+    struct hpm_hp_s *next, *prev;   /* filler bin list or empty cache list */
+} hpm_hp_t;
+
+#define HPM_BINS 512                /* bins by longest free run, 1..511 */
+
+typedef struct {
+    hpm_hp_t *bins[HPM_BINS];
+    uint64_t nonempty[HPM_BINS / 64];
+    size_t count;
+} hpm_filler_set_t;
+
+typedef struct hpm_pageheap_s {
+    const hpm_os_t *os;
+    pthread_mutex_t lock;
+    uintptr_t base;                 /* arena start, 2 MiB (or 1 GiB) aligned */
+    size_t reserved_hp;             /* arena capacity in hugepages */
+    size_t top_hp;                  /* hugepages [0, top_hp) have been used */
+    size_t committed_hp;            /* hugepages [0, committed_hp) are accessible */
+    int page_mode;                  /* PAGES_* */
+    hpm_hp_t *hps;                  /* one per arena hugepage (metadata) */
+    hpm_span_t **page_map;          /* one per arena page */
+    hpm_filler_set_t sets[SET_COUNT];
+    hpm_hp_t *cache_head, *cache_tail;  /* empty, backed; head = newest */
+    size_t cache_count;
+    size_t released_count;          /* hugepages in HP_RELEASED */
+    size_t hybrid_count;
+    size_t active_count;
+    size_t subrel_pages;
+    uint64_t released_total;
+    uint64_t last_release_check_ns;
+    size_t release_delay_ms, cache_keep_hp;
+    bool subrelease;
+    hpm_span_t *span_free;          /* recycled span structs */
+    hpm_hp_t *released_head;        /* empty, not backed */
+    size_t used_pages_total;        /* used pages over all active hugepages */
+    hpm_meta_region_t hp_region, map_region;
+} hpm_pageheap_t;
+
+HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
+
+/* Set up a pageheap over a fresh arena of reserve_bytes. Returns 0 or errno. */
+HPM_INTERNAL int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, int page_mode);
+/* Span allocation. The caller holds ph->lock. kind is SPAN_SLAB or
+ * SPAN_MEDIUM; colour_mask != 0 asks for a one-page span whose page
+ * colour is in the mask. Returns NULL when out of memory. */
+HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask);
+/* Whole hugepages for n_pages >= HPM_LARGE_MIN_PAGES, start aligned to
+ * align_bytes (>= 2 MiB); the tail of the last hugepage is left free. */
+HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
+/* Page-aligned span of n_pages whose start is aligned to align_bytes
+ * (4 KiB < align <= 1 MiB), for medium aligned allocations. */
+HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
+HPM_INTERNAL void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *span);
+/* Zero the pages of a span that may hold old data (for calloc). */
+HPM_INTERNAL void _hpm_ph_zero_dirty(hpm_pageheap_t *ph, hpm_span_t *span);
+/* Release timing: called with the lock held; releases cached hugepages
+ * that have been empty longer than the window (beyond the kept cache) and,
+ * with subrelease on, free pages of sparse hugepages. */
+HPM_INTERNAL void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns);
+/* Release everything possible now. subrelease: also free pages inside
+ * partial hugepages, emptiest first. Returns bytes released. */
+HPM_INTERNAL size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease);
+
+/* filler.c: the sets of partial hugepages */
+HPM_INTERNAL void _hpm_filler_insert(hpm_pageheap_t *ph, hpm_hp_t *hp);
+HPM_INTERNAL void _hpm_filler_remove(hpm_pageheap_t *ph, hpm_hp_t *hp);
+HPM_INTERNAL hpm_hp_t *_hpm_filler_find(hpm_pageheap_t *ph, int set, size_t n_pages);
+HPM_INTERNAL unsigned _hpm_bits_longest_run(const uint64_t bits[8]);
+HPM_INTERNAL int _hpm_bits_find_run(const uint64_t bits[8], unsigned n, unsigned from);
+HPM_INTERNAL void _hpm_bits_set_range(uint64_t bits[8], unsigned from, unsigned n, bool value);
+HPM_INTERNAL unsigned _hpm_bits_count_range(const uint64_t bits[8], unsigned from, unsigned n);
+
+static inline hpm_span_t *hpm_span_of(const void *p) {
+    uintptr_t off = (uintptr_t)p - _hpm_ph.base;
+    if (unlikely(off >= (uintptr_t)_hpm_ph.top_hp << HPM_HP_SHIFT)) return NULL;
+    return _hpm_ph.page_map[off >> HPM_PAGE_SHIFT];
+}
+
+/* ---- metadata (meta.c) ---- */
+HPM_INTERNAL int _hpm_meta_init(const hpm_os_t *os);
+HPM_INTERNAL int _hpm_meta_region_init(hpm_meta_region_t *r, size_t reserve_bytes);
+HPM_INTERNAL int _hpm_meta_region_ensure(hpm_meta_region_t *r, size_t bytes_from_base);
+HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
+
+/* ---- heaps (heap.c, slab.c) ---- */
+struct hpm_heap_s {
+    hpm_span_t *current[HPM_CLASSES];   /* never NULL: an empty sentinel when none */
+    hpm_span_t *avail[HPM_CLASSES];     /* slabs with free blocks (besides current) */
+    hpm_span_t *full[HPM_CLASSES];      /* slabs with no free block when last looked at */
+    int64_t used_bytes;                 /* this thread's net allocated bytes */
+    atomic_uint delayed;                /* remote frees that hit a full slab */
+    uint64_t colour_mask;
+    hpm_heap_t *next_all;               /* every heap ever made */
+    hpm_heap_t *next_free;              /* retired heaps */
+    bool active;
+};
+
+HPM_INTERNAL extern __thread hpm_heap_t *_hpm_tls_heap;
+HPM_INTERNAL extern hpm_span_t _hpm_empty_span;
+HPM_INTERNAL extern uint64_t _hpm_cookie_secret;
+HPM_INTERNAL hpm_heap_t *_hpm_heap_acquire(void);
+HPM_INTERNAL void _hpm_heaps_init(void);
+HPM_INTERNAL void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls);
+HPM_INTERNAL void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);
+HPM_INTERNAL int64_t _hpm_heaps_used_bytes(void);
+HPM_INTERNAL void _hpm_heaps_reclaim_abandoned(void);
+HPM_INTERNAL void _hpm_heap_fork_prepare(void);
+HPM_INTERNAL void _hpm_heap_fork_parent(void);
+HPM_INTERNAL void _hpm_heap_fork_child(void);
+
+static inline uint64_t hpm_cookie(const void *block) {
+    return _hpm_cookie_secret ^ (uintptr_t)block;
+}
+
+/* slab.c */
+HPM_INTERNAL void _hpm_slab_format(hpm_span_t *s, unsigned cls);
+/* Moves remote frees to the free list; returns how many. Aborts on a double free. */
+HPM_INTERNAL uint32_t _hpm_slab_collect(hpm_span_t *s);
+
+/* ---- errors (alloc.c) ---- */
+HPM_INTERNAL void _hpm_fatal(const char *fn, const void *p, const char *what) __attribute__((noreturn));
+
+/* ---- init (init.c) ---- */
+HPM_INTERNAL extern atomic_int _hpm_ready;      /* 2 once initialised */
+HPM_INTERNAL void _hpm_init_slow(void);
+static inline void hpm_ensure_init(void) {
+    if (unlikely(atomic_load_explicit(&_hpm_ready, memory_order_acquire) != 2)) _hpm_init_slow();
+}
+HPM_INTERNAL void _hpm_background_kick(void);
+
+/* ---- options (options.c) ---- */
+HPM_INTERNAL void _hpm_options_init(void);
+HPM_INTERNAL const char *_hpm_page_mode_name(int mode);
+HPM_INTERNAL bool _hpm_parse_size(const char *s, long *out);
+#endif

@@ -1,0 +1,61 @@
+/* meta.c: out-of-band metadata memory. Metadata (hugepage descriptors, the
+ * page map, span structs, heaps) never lives in the arena, so user
+ * hugepages hold only user data. Each metadata region is a reserved range
+ * committed on demand; regions past their first 4 MiB ask for THP.
+ * _hpm_meta_alloc is a bump allocator for small never-freed objects.
+ * Invariant: nothing here calls malloc; committed <= limit. */
+#include <errno.h>
+#include <string.h>
+#include "internal.h"
+
+#define META_GROW_BYTES ((size_t)64 * 1024)
+#define META_THP_FROM_BYTES ((size_t)4 << 20)
+
+static const hpm_os_t *meta_os;
+static hpm_meta_region_t meta_misc;
+static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t meta_committed_total;
+
+int _hpm_meta_region_init(hpm_meta_region_t *r, size_t reserve_bytes) {
+    void *p = meta_os->reserve(reserve_bytes, HPM_HP_BYTES);
+    if (!p) return ENOMEM;
+    r->base = (uintptr_t)p;
+    r->committed = r->used = 0;
+    r->limit = reserve_bytes;
+    return 0;
+}
+
+int _hpm_meta_region_ensure(hpm_meta_region_t *r, size_t bytes_from_base) {
+    if (bytes_from_base <= r->committed) return 0;
+    if (bytes_from_base > r->limit) return ENOMEM;
+    size_t want = (bytes_from_base + META_GROW_BYTES - 1) & ~(META_GROW_BYTES - 1);
+    if (want > r->limit) want = r->limit;
+    int e = meta_os->commit((void *)(r->base + r->committed), want - r->committed);
+    if (e) return e;
+    if (want > META_THP_FROM_BYTES) {
+        size_t from = r->committed > META_THP_FROM_BYTES ? r->committed : META_THP_FROM_BYTES;
+        meta_os->thp_advise((void *)(r->base + from), want - from, true);
+    }
+    __atomic_add_fetch(&meta_committed_total, want - r->committed, __ATOMIC_RELAXED);
+    r->committed = want;
+    return 0;
+}
+
+size_t _hpm_meta_committed_bytes(void) { return __atomic_load_n(&meta_committed_total, __ATOMIC_RELAXED); }
+
+int _hpm_meta_init(const hpm_os_t *os) {
+    meta_os = os;
+    return _hpm_meta_region_init(&meta_misc, (size_t)1 << 32);
+}
+
+void *_hpm_meta_alloc(size_t size_bytes) {
+    size_bytes = (size_bytes + 63) & ~(size_t)63;
+    pthread_mutex_lock(&meta_lock);
+    void *p = NULL;
+    if (_hpm_meta_region_ensure(&meta_misc, meta_misc.used + size_bytes) == 0) {
+        p = (void *)(meta_misc.base + meta_misc.used);
+        meta_misc.used += size_bytes;
+    }
+    pthread_mutex_unlock(&meta_lock);
+    return p;   /* fresh committed memory reads as zero */
+}

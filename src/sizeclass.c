@@ -1,0 +1,32 @@
+/* sizeclass.c: the small-object size classes. Classes 0..7 are 16..128
+ * bytes in steps of 16; above that, eight classes per doubling up to
+ * 32 KiB (at most 12.5% internal waste). Each class has a slab size:
+ * 64 KiB up to 8 KiB blocks, 256 KiB above, so a slab holds at least
+ * 8 blocks. Invariant: hpm_size_class(n) is the smallest class whose
+ * block_bytes >= n, for every n <= HPM_SMALL_MAX_BYTES. */
+#include "internal.h"
+
+hpm_class_t _hpm_classes[HPM_CLASSES];
+uint8_t _hpm_class_of16[(1024 >> 4) + 1];
+
+static uint32_t class_bytes(unsigned cls) {
+    if (cls < 8) return 16u * (cls + 1u);
+    unsigned k = cls - 8u, b = 7u + k / 8u, j = k % 8u;
+    return (1u << b) + (j + 1u) * (1u << (b - 3u));
+}
+
+void _hpm_classes_init(void) {
+    for (unsigned c = 0; c < HPM_CLASSES; c++) {
+        hpm_class_t *k = &_hpm_classes[c];
+        k->block_bytes = class_bytes(c);
+        k->slab_pages = k->block_bytes <= 8192 ? 16 : 64;
+        k->capacity = (k->slab_pages * (uint32_t)HPM_PAGE_BYTES) / k->block_bytes;
+        k->recip = (uint32_t)(((1ull << 32) + k->block_bytes - 1) / k->block_bytes);
+    }
+    for (unsigned i = 0; i <= (1024 >> 4); i++) {
+        size_t size = i == 0 ? 1 : (size_t)i << 4;
+        unsigned c = 0;
+        while (class_bytes(c) < size) c++;
+        _hpm_class_of16[i] = (uint8_t)c;
+    }
+}

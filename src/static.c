@@ -1,0 +1,17 @@
+/* static.c: the one-file build. Compile this single file into a program
+ * (cc -O2 -pthread -Iinclude -Isrc src/static.c app.c) to get hpmalloc
+ * without building the library, as the research allocator was used
+ * ("imported as a header"). It only includes the other sources; it is not
+ * part of the normal build. */
+#include "prim/linux.c"
+#include "options.c"
+#include "meta.c"
+#include "stats.c"
+#include "sizeclass.c"
+#include "filler.c"
+#include "hugepage.c"
+#include "release.c"
+#include "slab.c"
+#include "heap.c"
+#include "alloc.c"
+#include "init.c"
