@@ -93,6 +93,15 @@ static unsigned cm_colour_count(void) {
     return (c >= 2 && c <= 64) ? (unsigned)c : 16u;
 }
 
+/* Pools of the current call, unmapped when it ends (see cm_round). */
+static __thread struct { void *p; size_t bytes; } cm_keep[CM_MAX_ROUNDS];
+static __thread int cm_n_keep;
+
+static void cm_release_pools(void) {
+    for (int i = 0; i < cm_n_keep; i++) cm_munmap(cm_keep[i].p, cm_keep[i].bytes);
+    cm_n_keep = 0;
+}
+
 /* True when no present entry shows a frame number: PFNs are hidden. */
 static int cm_all_pfn_zero(const uint64_t *ent, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -140,7 +149,10 @@ static size_t cm_round(int pm_fd, char *dst, size_t filled, size_t need, uint64_
         }
         out++;
     }
-    cm_munmap(pool, pool_bytes);   /* moved pages left holes; the rest goes back */
+    /* Keep the rejected pages until the whole call ends: freed now, the
+     * kernel would hand the same frames (same colours) to the next round. */
+    cm_keep[cm_n_keep].p = pool;
+    cm_keep[cm_n_keep++].bytes = pool_bytes;
     cm_munmap(ent, ent_bytes);
     return out;
 }
@@ -174,15 +186,21 @@ void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
     int pm_fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     if (pm_fd < 0) {
         cm_munmap(dst, need * CM_PAGE);
-        return cm_fail(errno, "cannot open /proc/self/pagemap", 0, NULL, 0, NULL);
+        int err = errno;
+        return cm_fail(err, err == EACCES || err == EPERM
+                                ? "cannot open /proc/self/pagemap: permission denied (frame numbers need root)"
+                                : "cannot open /proc/self/pagemap", 0, NULL, 0, NULL);
     }
     unsigned share = (unsigned)__builtin_popcountll(mask);
     size_t filled = 0;
+    cm_n_keep = 0;
     for (int round = 0; round < CM_MAX_ROUNDS && filled < need && filled != (size_t)-1; round++) {
-        /* expect share/colours of the frames to fit; ask for 1.5x plus slack */
-        size_t pool = (need - filled) * colours / share * 3 / 2 + 64;
+        /* expect share/colours of the frames to fit; ask for 1.5x plus
+         * slack, doubling each round */
+        size_t pool = ((need - filled) * colours / share * 3 / 2 + 64) << round;
         filled = cm_round(pm_fd, dst, filled, need, mask, colours, pool);
     }
+    cm_release_pools();
     int err = 0;
     if (filled == (size_t)-1) err = cm_errno;
     else if (filled < need) {
