@@ -23,8 +23,8 @@ void _hpm_fatal(const char *fn, const void *p, const char *what) {
 }
 
 static void bad_pointer(const char *fn, const void *p) {
-    uintptr_t off = (uintptr_t)p - _hpm_ph.base;
-    if (off < (uintptr_t)_hpm_ph.top_hp << HPM_HP_SHIFT)
+    uintptr_t off = (uintptr_t)p - _hpm_map.base;
+    if (off < _hpm_map.top_bytes)
         _hpm_fatal(fn, p, "pointer into free memory of the hpmalloc heap (double free or dangling pointer)");
     _hpm_fatal(fn, p, "pointer was not allocated by hpmalloc (wild pointer)");
 }
@@ -254,6 +254,7 @@ HPM_API int malloc_trim(size_t pad) {
     (void)pad;
     hpm_ensure_init();
     _hpm_heaps_reclaim_abandoned();
+    _hpm_heap_release_empty();
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, _hpm_ph.subrelease);
     pthread_mutex_unlock(&_hpm_ph.lock);
@@ -263,6 +264,7 @@ HPM_API int malloc_trim(size_t pad) {
 HPM_API size_t hpm_trim(void) {
     hpm_ensure_init();
     _hpm_heaps_reclaim_abandoned();
+    _hpm_heap_release_empty();
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, true);
     pthread_mutex_unlock(&_hpm_ph.lock);

@@ -239,6 +239,31 @@ int64_t _hpm_heaps_used_bytes(void) {
     return sum;
 }
 
+/* Give back the calling thread's empty slabs, current ones included (for
+ * trim: a program that freed everything and went idle keeps one slab per
+ * size class otherwise). */
+void _hpm_heap_release_empty(void) {
+    hpm_heap_t *h = _hpm_tls_heap;
+    if (!h) return;
+    for (unsigned c = 0; c < HPM_CLASSES; c++) {
+        hpm_span_t *s = h->current[c];
+        if (s != &_hpm_empty_span) {
+            _hpm_slab_collect(s);
+            if (s->used == 0) {
+                h->current[c] = &_hpm_empty_span;
+                s->list = LIST_NONE;
+                slab_release(s);
+            }
+        }
+        for (s = h->avail[c]; s; ) {
+            hpm_span_t *next = s->next;
+            _hpm_slab_collect(s);
+            if (s->used == 0) { slist_remove(&h->avail[c], s); slab_release(s); }
+            s = next;
+        }
+    }
+}
+
 /* Give back abandoned slabs that remote frees have emptied (for trim). */
 void _hpm_heaps_reclaim_abandoned(void) {
     pthread_mutex_lock(&abandoned_lock);

@@ -17,6 +17,7 @@
 #include "internal.h"
 
 hpm_pageheap_t _hpm_ph;
+hpm_map_t _hpm_map;
 
 static inline hpm_hp_t *hp_at(hpm_pageheap_t *ph, size_t idx) { return &ph->hps[idx]; }
 static inline uintptr_t hp_addr(hpm_pageheap_t *ph, const hpm_hp_t *hp) {
@@ -40,6 +41,11 @@ int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, i
         return ENOMEM;
     ph->hps = (hpm_hp_t *)ph->hp_region.base;
     ph->page_map = (hpm_span_t **)ph->map_region.base;
+    if (ph == &_hpm_ph) {
+        _hpm_map.base = ph->base;
+        _hpm_map.page_map = ph->page_map;
+        _hpm_map.top_bytes = 0;
+    }
     for (int s = 0; s < SET_COUNT; s++) memset(&ph->sets[s], 0, sizeof ph->sets[s]);
     ph->release_delay_ms = 1000;
     ph->cache_keep_hp = 2;
@@ -103,6 +109,7 @@ static int arena_grow(hpm_pageheap_t *ph, size_t n_hp) {
         memset(hp->free_bits, 0xff, sizeof hp->free_bits);
     }
     __atomic_store_n(&ph->top_hp, new_top, __ATOMIC_RELEASE);
+    if (ph == &_hpm_ph) __atomic_store_n(&_hpm_map.top_bytes, (uintptr_t)new_top << HPM_HP_SHIFT, __ATOMIC_RELEASE);
     _hpm_stats->bytes_mapped = (uint64_t)ph->top_hp << HPM_HP_SHIFT;
     return 0;
 }
@@ -144,6 +151,7 @@ static hpm_hp_t *hp_get_empty(hpm_pageheap_t *ph) {
     if (!hp) {
         if (arena_grow(ph, 1)) return NULL;
         hp = hp_at(ph, ph->top_hp - 1);
+        _hpm_ph_push_released(ph, hp);   /* so that a failed backing loses nothing */
     }
     if (hp_back(ph, hp)) return NULL;
     hp_take_empty(ph, hp);

@@ -149,6 +149,15 @@ typedef struct hpm_pageheap_s {
 
 HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
 
+/* Read-mostly copy of what free() needs, on its own cache line so that
+ * pageheap lock traffic does not slow the fast paths of other threads. */
+typedef struct {
+    uintptr_t base;
+    uintptr_t top_bytes;            /* arena bytes in use: [base, base + top_bytes) */
+    hpm_span_t **page_map;
+} __attribute__((aligned(64))) hpm_map_t;
+HPM_INTERNAL extern hpm_map_t _hpm_map;
+
 /* Set up a pageheap over a fresh arena of reserve_bytes. Returns 0 or errno. */
 HPM_INTERNAL int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, int page_mode);
 /* Span allocation. The caller holds ph->lock. kind is SPAN_SLAB or
@@ -182,9 +191,9 @@ HPM_INTERNAL void _hpm_bits_set_range(uint64_t bits[8], unsigned from, unsigned 
 HPM_INTERNAL unsigned _hpm_bits_count_range(const uint64_t bits[8], unsigned from, unsigned n);
 
 static inline hpm_span_t *hpm_span_of(const void *p) {
-    uintptr_t off = (uintptr_t)p - _hpm_ph.base;
-    if (unlikely(off >= (uintptr_t)_hpm_ph.top_hp << HPM_HP_SHIFT)) return NULL;
-    return _hpm_ph.page_map[off >> HPM_PAGE_SHIFT];
+    uintptr_t off = (uintptr_t)p - _hpm_map.base;
+    if (unlikely(off >= __atomic_load_n(&_hpm_map.top_bytes, __ATOMIC_ACQUIRE))) return NULL;
+    return _hpm_map.page_map[off >> HPM_PAGE_SHIFT];
 }
 
 /* ---- metadata (meta.c) ---- */
@@ -215,6 +224,7 @@ HPM_INTERNAL void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls);
 HPM_INTERNAL void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);
 HPM_INTERNAL int64_t _hpm_heaps_used_bytes(void);
 HPM_INTERNAL void _hpm_heaps_reclaim_abandoned(void);
+HPM_INTERNAL void _hpm_heap_release_empty(void);
 HPM_INTERNAL void _hpm_heap_fork_prepare(void);
 HPM_INTERNAL void _hpm_heap_fork_parent(void);
 HPM_INTERNAL void _hpm_heap_fork_child(void);

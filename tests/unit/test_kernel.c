@@ -1,0 +1,82 @@
+/* test_kernel.c: the allocator against the real kernel. A 256 MiB heap of
+ * mixed small objects must sit at least 95% in huge pages (AnonHugePages
+ * over Anonymous, from /proc/self/smaps_rollup), every object keeps its
+ * contents, and once everything is freed and the release window has
+ * passed, RSS falls back without any further allocator call (the
+ * background release thread). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <malloc.h>
+#include "hpmalloc.h"
+#include "testhelper.h"
+
+static long smaps_kb(const char *field) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':') v = atol(line + n + 1);
+    if (f) fclose(f);
+    return v;
+}
+
+int main(void) {
+    CHECK(hpm_option_set(HPM_OPT_RELEASE_DELAY_MS, 300) == 0);
+    long rss0 = smaps_kb("Rss");
+    const size_t target = (size_t)256 << 20;
+    size_t n = 0, total = 0, cap = target / 16;
+    void **ptrs = malloc(cap * sizeof *ptrs);   /* itself a large allocation */
+    uint32_t x = 2463534242u;
+    while (total < target && n < cap) {
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        size_t size = 16 + (x % 8 == 0 ? x % 2048 : x % 240);
+        unsigned char *p = malloc(size);
+        if (!p) break;
+        memset(p, (int)(n & 0xff), size);
+        ptrs[n++] = p;
+        total += size;
+    }
+    CHECK(total >= target, "allocated %zu bytes", total);
+    long anon = smaps_kb("Anonymous"), huge = smaps_kb("AnonHugePages");
+    double cov = anon > 0 ? 100.0 * (double)huge / (double)anon : 0;
+    printf("256 MiB mixed small objects: AnonHugePages %ld KiB of Anonymous %ld KiB = %.1f%%\n", huge, anon, cov);
+    CHECK(cov >= 95.0, "coverage %.1f%% < 95%%", cov);
+    hpm_stats_t st;
+    hpm_stats_get(&st);
+    CHECK(st.bytes_in_use >= total, "bytes_in_use %llu < %zu", (unsigned long long)st.bytes_in_use, total);
+    CHECK(st.hp_in_use >= target / (2 << 20), "hugepages in use %llu", (unsigned long long)st.hp_in_use);
+    /* contents survive; every interior pointer maps back to its block */
+    size_t bad = 0, bad_range = 0;
+    x = 2463534242u;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        size_t size = 16 + (x % 8 == 0 ? x % 2048 : x % 240);
+        unsigned char *p = ptrs[i];
+        if (p[0] != (unsigned char)(i & 0xff) || p[size - 1] != (unsigned char)(i & 0xff)) bad++;
+        void *base; size_t usable;
+        if (!hpm_range(p + size / 2, &base, &usable) || base != p || usable < size) bad_range++;
+    }
+    CHECK(bad == 0, "%zu blocks lost their contents", bad);
+    CHECK(bad_range == 0, "%zu blocks with a wrong range", bad_range);
+    long rss_full = smaps_kb("Rss");
+    for (size_t i = 0; i < n; i++) free(ptrs[i]);
+    free(ptrs);
+    sleep(2);   /* the window is 300 ms; the background thread ticks every 75 ms */
+    long rss_after = smaps_kb("Rss");
+    hpm_stats_get(&st);
+    printf("RSS: start %ld KiB, full %ld KiB, 2 s after freeing %ld KiB; hugepages released %llu, cached %llu\n",
+           rss0, rss_full, rss_after, (unsigned long long)st.hp_released, (unsigned long long)st.hp_cached);
+    long added = rss_full - rss0;
+    CHECK(added > 200 * 1024);
+    CHECK(rss_after - rss0 < added / 10, "RSS did not fall back: %ld KiB", rss_after);
+    malloc_trim(0);   /* also gives back this thread's empty current slabs */
+    long rss_trim = smaps_kb("Rss");
+    printf("RSS after malloc_trim: %ld KiB\n", rss_trim);
+    CHECK(rss_trim < rss0 + 4 * 1024, "RSS after trim %ld KiB", rss_trim);
+    CHECK(st.hp_released >= 100, "released %llu hugepages", (unsigned long long)st.hp_released);
+    CHECK(st.hp_cached <= (uint64_t)hpm_option_get(HPM_OPT_HP_CACHE));
+    return TEST_DONE();
+}

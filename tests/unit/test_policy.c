@@ -1,0 +1,231 @@
+/* test_policy.c: unit tests of the hugepage policy (hugepage.c, filler.c,
+ * release.c) against a fake OS and a fake clock. The pageheap under test
+ * is a private one; its arena is reserved address space that is never
+ * touched, and every OS action is recorded instead of performed. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "internal.h"
+#include "testhelper.h"
+
+/* ---- the fake OS ---- */
+static uint64_t fake_now_ns;
+static int commits, advises, releases, release_whole_hp, fail_commit;
+static size_t released_bytes;
+
+static void *fake_reserve(size_t size, size_t align) { return _hpm_os_linux.reserve(size, align); }
+static int fake_commit(void *a, size_t n) { (void)a; (void)n; if (fail_commit) return 12; commits++; return 0; }
+static int fake_advise(void *a, size_t n, bool on) { (void)a; (void)n; (void)on; advises++; return 0; }
+static int fake_hugetlb(void *a, size_t n, size_t pg) { (void)a; (void)n; (void)pg; return 12; }
+static int fake_release(void *a, size_t n) {
+    (void)a;
+    releases++;
+    released_bytes += n;
+    if (n == HPM_HP_BYTES && ((uintptr_t)a & (HPM_HP_BYTES - 1)) == 0) release_whole_hp++;
+    return 0;
+}
+static int fake_unreserve(void *a, size_t n) { (void)a; (void)n; return 0; }
+static uint64_t fake_now(void) { return fake_now_ns; }
+
+static hpm_os_t fake_os;
+
+static void reset_log(void) { commits = advises = releases = release_whole_hp = 0; released_bytes = 0; }
+
+static hpm_pageheap_t *new_ph(void) {
+    static hpm_pageheap_t ph;
+    fake_os = _hpm_os_linux;   /* meta and reserve are real; everything else fake */
+    fake_os.reserve = fake_reserve;
+    fake_os.commit = fake_commit;
+    fake_os.thp_advise = fake_advise;
+    fake_os.map_hugetlb = fake_hugetlb;
+    fake_os.release = fake_release;
+    fake_os.unreserve_to_reserved = fake_unreserve;
+    fake_os.now_ns = fake_now;
+    CHECK(_hpm_ph_init(&ph, &fake_os, (size_t)4 << 30, PAGES_THP) == 0);
+    ph.release_delay_ms = 1000;
+    ph.cache_keep_hp = 1;
+    fake_now_ns = 1000000000ull;
+    reset_log();
+    return &ph;
+}
+
+static size_t hp_index(hpm_pageheap_t *ph, hpm_span_t *s) { return (s->start - ph->base) >> HPM_HP_SHIFT; }
+
+static hpm_span_t *alloc(hpm_pageheap_t *ph, size_t pages, int kind) {
+    return _hpm_ph_alloc_span(ph, pages, kind, 0);
+}
+
+/* Fill-before-break: a span goes to the most used hugepage that fits. */
+static void test_fill_before_break(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *a = alloc(ph, 500, SPAN_MEDIUM);        /* hp0: 500 used */
+    hpm_span_t *b = alloc(ph, 300, SPAN_MEDIUM);        /* hp1: 300 used (hp0 cannot fit) */
+    hpm_span_t *c = alloc(ph, 400, SPAN_MEDIUM);        /* hp2 */
+    CHECK(a && b && c);
+    CHECK(hp_index(ph, a) == 0 && hp_index(ph, b) == 1 && hp_index(ph, c) == 2, "%zu %zu %zu", hp_index(ph, a), hp_index(ph, b), hp_index(ph, c));
+    hpm_span_t *d = alloc(ph, 10, SPAN_MEDIUM);         /* fits hp0 (12 free): the fullest */
+    CHECK(d && hp_index(ph, d) == 0, "d in hp %zu", d ? hp_index(ph, d) : 99);
+    hpm_span_t *e = alloc(ph, 100, SPAN_MEDIUM);        /* hp2 has 112 free, hp1 212: hp2 */
+    CHECK(e && hp_index(ph, e) == 2, "e in hp %zu", e ? hp_index(ph, e) : 99);
+    hpm_span_t *f = alloc(ph, 200, SPAN_MEDIUM);        /* only hp1 fits */
+    CHECK(f && hp_index(ph, f) == 1);
+    CHECK(ph->top_hp == 3, "no new hugepage while one fits: top %zu", ph->top_hp);
+    hpm_span_t *g = alloc(ph, 50, SPAN_MEDIUM);         /* nothing fits: a new hugepage */
+    CHECK(g && hp_index(ph, g) == 3 && ph->top_hp == 4);
+    /* spans never overlap and the page map points at the owner */
+    CHECK(ph->page_map[(a->start - ph->base) >> 12] == a && ph->page_map[((d->start - ph->base) >> 12) + 9] == d);
+    CHECK(ph->used_pages_total == 500 + 300 + 400 + 10 + 100 + 200 + 50);
+    /* an empty cached hugepage is preferred to growing, and is the last choice after partials */
+    _hpm_ph_free_span(ph, g);
+    CHECK(ph->cache_count == 1);
+    hpm_span_t *h = alloc(ph, 2, SPAN_MEDIUM);          /* hp0 has 2 free pages: fullest fit */
+    CHECK(h && hp_index(ph, h) == 0, "h in hp %zu", h ? hp_index(ph, h) : 99);
+    hpm_span_t *i = alloc(ph, 300, SPAN_MEDIUM);        /* no partial fits: the cached one */
+    CHECK(i && hp_index(ph, i) == 3 && ph->cache_count == 0 && ph->top_hp == 4);
+}
+
+/* Hybrids are counted, and new mixed use goes to a hybrid before a clean
+ * hugepage is polluted or a new one is opened. */
+static void test_hybrid(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *slab_full = alloc(ph, 512, SPAN_SLAB);  /* hp0: full of slabs */
+    hpm_span_t *m1 = alloc(ph, 200, SPAN_MEDIUM);       /* hp1: clean OTHER */
+    CHECK(slab_full && m1 && hp_index(ph, slab_full) == 0 && hp_index(ph, m1) == 1);
+    CHECK(ph->hybrid_count == 0);
+    hpm_span_t *s1 = alloc(ph, 16, SPAN_SLAB);          /* no room for slabs: a new hugepage, not hp1 */
+    CHECK(s1 && hp_index(ph, s1) == 2 && ph->hybrid_count == 0, "s1 in %zu", s1 ? hp_index(ph, s1) : 99);
+    hpm_span_t *s1b = alloc(ph, 496, SPAN_SLAB);        /* hp2 full */
+    CHECK(s1b && hp_index(ph, s1b) == 2);
+    fail_commit = 1;                                     /* no new hugepage can be had */
+    hpm_span_t *s2 = alloc(ph, 100, SPAN_SLAB);          /* last resort: pollute hp1 */
+    fail_commit = 0;
+    CHECK(s2 && hp_index(ph, s2) == 1, "s2 in %zu", s2 ? hp_index(ph, s2) : 99);
+    CHECK(ph->hybrid_count == 1 && ph->sets[SET_HYBRID].count == 1, "hybrids %zu", ph->hybrid_count);
+    CHECK(ph->top_hp == 4 && ph->released_count == 1, "the hugepage that failed to back is kept for later");
+    hpm_span_t *m2 = alloc(ph, 100, SPAN_MEDIUM);        /* OTHER set is empty: the hybrid before a new one */
+    CHECK(m2 && hp_index(ph, m2) == 1 && ph->released_count == 1, "m2 in %zu", m2 ? hp_index(ph, m2) : 99);
+    hpm_span_t *s3 = alloc(ph, 50, SPAN_SLAB);           /* SLAB set full: the hybrid before a new one */
+    CHECK(s3 && hp_index(ph, s3) == 1 && ph->released_count == 1);
+    CHECK(ph->hps[1].slab_pages == 150 && ph->hps[1].used_pages == 450);
+    _hpm_ph_free_span(ph, s2);
+    CHECK(ph->hybrid_count == 1);                        /* s3 still mixes with m1, m2 */
+    _hpm_ph_free_span(ph, s3);
+    CHECK(ph->hybrid_count == 0 && ph->hps[1].set == SET_OTHER, "clean again");
+    _hpm_ph_free_span(ph, m1);
+    _hpm_ph_free_span(ph, m2);
+    CHECK(ph->hps[1].state == HP_CACHED && ph->sets[SET_OTHER].count == 0);
+}
+
+/* Hugepages are released whole, only after the window, keeping the cache. */
+static void test_release_window(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *s[6];
+    for (int i = 0; i < 6; i++) s[i] = alloc(ph, 512, SPAN_MEDIUM);
+    CHECK(ph->top_hp == 6 && ph->active_count == 6);
+    for (int i = 0; i < 6; i++) { fake_now_ns += 1000; _hpm_ph_free_span(ph, s[i]); }
+    CHECK(ph->cache_count == 6 && ph->active_count == 0);
+    CHECK(releases == 0, "released %d before the window", releases);
+    fake_now_ns += 500ull * 1000000;                 /* half the window */
+    _hpm_ph_release_tick(ph, fake_now_ns);
+    CHECK(releases == 0, "released %d at half the window", releases);
+    fake_now_ns += 600ull * 1000000;                 /* past the window */
+    ph->last_release_check_ns = 0;
+    _hpm_ph_release_tick(ph, fake_now_ns);
+    CHECK(release_whole_hp == 5 && releases == 5, "whole %d of %d", release_whole_hp, releases);
+    CHECK(ph->cache_count == 1 && ph->released_count == 5 && ph->released_total == 5);
+    /* the kept one is the newest; reuse prefers it over released ones */
+    hpm_span_t *t = alloc(ph, 100, SPAN_MEDIUM);
+    CHECK(t && hp_index(ph, t) == 5 && ph->cache_count == 0, "reused hp %zu", t ? hp_index(ph, t) : 99);
+    /* a partial hugepage is never released by the tick (no subrelease) */
+    fake_now_ns += 5000ull * 1000000;
+    ph->last_release_check_ns = 0;
+    reset_log();
+    _hpm_ph_release_tick(ph, fake_now_ns);
+    CHECK(releases == 0 && ph->subrel_pages == 0);
+}
+
+/* Subrelease gives back free pages of the emptiest hugepages first. */
+static void test_subrelease_order(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *a = alloc(ph, 480, SPAN_MEDIUM);   /* hp0: 32 free */
+    hpm_span_t *b = alloc(ph, 64, SPAN_MEDIUM);    /* hp1: 448 free */
+    hpm_span_t *c = alloc(ph, 256, SPAN_MEDIUM);   /* hp2: 256 free? no: hp1 fits 256 -> hp1 */
+    CHECK(a && b && c && hp_index(ph, c) == 1);
+    hpm_span_t *d = alloc(ph, 500, SPAN_MEDIUM);   /* hp2: 12 free */
+    CHECK(hp_index(ph, d) == 2);
+    /* used 480+320+500 = 1300, free-backed 32+192+12 = 236, target 1300/16 = 81 */
+    reset_log();
+    size_t bytes = _hpm_ph_trim(ph, true);
+    CHECK(ph->hps[1].subrel_pages == 192, "emptiest hp1 subreleased %u", ph->hps[1].subrel_pages);
+    CHECK(ph->hps[0].subrel_pages == 0 && ph->hps[2].subrel_pages == 0, "fuller ones stay whole: %u %u",
+          ph->hps[0].subrel_pages, ph->hps[2].subrel_pages);
+    CHECK(bytes == 192 * HPM_PAGE_BYTES && ph->subrel_pages == 192);
+    /* reusing subreleased pages un-counts them */
+    hpm_span_t *e = alloc(ph, 100, SPAN_MEDIUM);
+    CHECK(e && hp_index(ph, e) == 1 && ph->subrel_pages == 92, "subrel now %zu", ph->subrel_pages);
+}
+
+/* Large spans take whole hugepages; the last one's tail is reused. */
+static void test_large_and_slack(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *big = _hpm_ph_alloc_large(ph, 1200, HPM_HP_BYTES);   /* 3 hugepages, 336 pages slack */
+    CHECK(big && (big->start & (HPM_HP_BYTES - 1)) == 0 && ph->active_count == 3);
+    CHECK(ph->hps[2].used_pages == 1200 - 1024 && ph->hps[2].longest_free_pages == 336);
+    hpm_span_t *m = alloc(ph, 300, SPAN_MEDIUM);
+    CHECK(m && hp_index(ph, m) == 2, "slack reused: %zu", m ? hp_index(ph, m) : 99);
+    hpm_span_t *aligned = _hpm_ph_alloc_large(ph, 600, (size_t)1 << 30);
+    CHECK(aligned && (aligned->start & (((size_t)1 << 30) - 1)) == 0, "1 GiB alignment");
+    _hpm_ph_free_span(ph, big);
+    CHECK(ph->hps[0].state == HP_CACHED && ph->hps[1].state == HP_CACHED && ph->hps[2].state == HP_ACTIVE);
+    CHECK(ph->page_map[(big->start - ph->base) >> 12] == NULL || ph->page_map[(big->start - ph->base) >> 12]->kind != SPAN_LARGE);
+}
+
+/* Out of memory: allocation fails cleanly, nothing is half-taken. */
+static void test_out_of_memory(void) {
+    hpm_pageheap_t *ph = new_ph();
+    fail_commit = 1;
+    CHECK(alloc(ph, 10, SPAN_SLAB) == NULL);
+    CHECK(_hpm_ph_alloc_large(ph, 2000, HPM_HP_BYTES) == NULL);
+    CHECK(ph->active_count == 0 && ph->used_pages_total == 0);
+    fail_commit = 0;
+    CHECK(alloc(ph, 10, SPAN_SLAB) != NULL);
+}
+
+/* The 512-bit run helpers against a simple reference. */
+static void test_bits(void) {
+    uint64_t bits[8];
+    unsigned seed = 12345;
+    int bad = 0;
+    for (int round = 0; round < 2000; round++) {
+        for (int w = 0; w < 8; w++) {
+            seed = seed * 1103515245u + 12345u;
+            uint64_t x = ((uint64_t)seed << 32) ^ (seed * 2654435761u);
+            bits[w] = (round % 3 == 0) ? x : (round % 3 == 1 ? (x | (x >> 1) | (x << 3)) : ~0ull << (seed % 64));
+        }
+        unsigned best = 0, run = 0;
+        for (unsigned i = 0; i < 512; i++) {
+            if ((bits[i >> 6] >> (i & 63)) & 1) { if (++run > best) best = run; } else run = 0;
+        }
+        if (_hpm_bits_longest_run(bits) != best) bad++;
+        unsigned n = 1 + seed % 40;
+        int ref = -1;
+        for (unsigned i = 0, r = 0; i < 512; i++) {
+            if ((bits[i >> 6] >> (i & 63)) & 1) { if (++r == n) { ref = (int)(i + 1 - n); break; } } else r = 0;
+        }
+        if (_hpm_bits_find_run(bits, n, 0) != ref) bad++;
+    }
+    CHECK(bad == 0, "%d mismatches", bad);
+}
+
+int main(void) {
+    void *volatile first = malloc(1);   /* initialise the real allocator (metadata) */
+    free(first);
+    test_bits();
+    test_fill_before_break();
+    test_hybrid();
+    test_release_window();
+    test_subrelease_order();
+    test_large_and_slack();
+    test_out_of_memory();
+    return TEST_DONE();
+}
