@@ -1,0 +1,316 @@
+/* ccow.c: CCoW's driver. pthread_atfork handlers notice a fork in the
+ * parent; a background thread (started at the first fork that needs it)
+ * then tracks every heap hugepage that held live data at the fork: it
+ * scans coverage from pagemap, pre-copies regions that reach T (hottest
+ * first, throttled by HPM_CCOW_RATE), and when no region is shared any
+ * more (the child exited, or everything was copied) collapses regions that
+ * CoW left split, so the parent's heap is huge again. Tracking also ends
+ * when nothing changed for CCOW_QUIET_NS. Counters go to _hpm_stats.
+ *
+ * Invariant: only this thread copies or collapses, one region at a time,
+ * under the guards of ccow_copy.c; a new fork restarts the period. When
+ * pagemap or the mechanism (MADV_COLLAPSE) is missing, CCoW turns itself
+ * off and ccow_state says why. */
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "ccow/ccow.h"
+
+#define CCOW_QUIET_NS (3000000000ull)
+#define CCOW_SCAN_MIN_NS (5000000ull)
+#define CCOW_SPARES 16
+#define CCOW_CONTROL_EVERY 8        /* adaptive: every 8th region is a control */
+#define CCOW_DEFAULT_T 80
+
+typedef struct {
+    uintptr_t addr;
+    uint16_t present, excl;
+    uint8_t cov_last, cov_cross;   /* percent */
+    bool precopied, crossed, control, huge;
+} ccow_region_t;
+
+static struct {
+    _Atomic long opt;
+    _Atomic long rate_mib_s;
+    ccow_mech_t mech;
+    uint32_t t_pct;                /* adaptive mode's current T */
+    _Atomic int disabled;
+    _Atomic uint32_t fork_gen;     /* futex word: bumped by each fork in the parent */
+    _Atomic uint64_t fork_ns;
+    bool thread_started, probed;
+    uintptr_t *list;
+    ccow_region_t *regions;
+    size_t cap;
+    ccow_adapt_t adapt;
+} S;
+
+static void stat_add(uint64_t *field, uint64_t v) { __atomic_fetch_add(field, v, __ATOMIC_RELAXED); }
+static void stat_set(uint64_t *field, uint64_t v) { __atomic_store_n(field, v, __ATOMIC_RELAXED); }
+
+static void state_publish(void) {
+    if (!_hpm_stats) return;
+    char buf[sizeof _hpm_stats->ccow_state];
+    if (S.disabled) return;        /* the reason stays */
+    ccow_mode_t m = {S.opt, S.rate_mib_s};
+    _hpm_ccow_mode_name(&m, S.t_pct, buf, sizeof buf);
+    memcpy(_hpm_stats->ccow_state, buf, sizeof buf);
+    uint32_t t = S.opt == CCOW_OPT_ADAPTIVE ? S.t_pct : S.opt >= 1 && S.opt <= 100 ? (uint32_t)S.opt : 0;
+    __atomic_store_n(&_hpm_stats->ccow_threshold_pct, t, __ATOMIC_RELAXED);
+}
+
+static void ccow_disable(const char *what, int err) {
+    char buf[sizeof _hpm_stats->ccow_state];
+    const char *name = err == ENOSYS ? "ENOSYS" : err == EINVAL ? "EINVAL" : err == EPERM ? "EPERM"
+                     : err == EACCES ? "EACCES" : err == ENOENT ? "ENOENT" : err == ENOTSUP ? "ENOTSUP" : "error";
+    size_t i = 0;
+    for (const char *p = "disabled: "; *p && i < sizeof buf - 1; p++) buf[i++] = *p;
+    for (const char *p = what; *p && i < sizeof buf - 1; p++) buf[i++] = *p;
+    if (i < sizeof buf - 1) buf[i++] = ' ';
+    for (const char *p = name; *p && i < sizeof buf - 1; p++) buf[i++] = *p;
+    buf[i] = 0;
+    S.disabled = 1;
+    if (_hpm_stats) {
+        memcpy(_hpm_stats->ccow_state, buf, sizeof buf);
+        __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
+    }
+    _hpm_message("hpmalloc: ccow turned off: %s (errno %d)\n", what, err);
+}
+
+/* ---- the tracking period ---- */
+
+static bool period_stale(uint32_t gen) { return __atomic_load_n(&S.fork_gen, __ATOMIC_ACQUIRE) != gen; }
+
+static bool regions_load(size_t *n_out) {
+    size_t n = _hpm_hp_list_in_use(S.list, S.cap);
+    if (n > S.cap) {
+        size_t cap = n * 2 + 64;
+        uintptr_t *l = _hpm_meta_alloc(cap * sizeof *l);
+        ccow_region_t *r = _hpm_meta_alloc(cap * sizeof *r);
+        if (!l || !r) return false;
+        S.list = l; S.regions = r; S.cap = cap;
+        n = _hpm_hp_list_in_use(S.list, S.cap);
+        if (n > S.cap) n = S.cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        S.regions[i] = (ccow_region_t){.addr = S.list[i]};
+        S.regions[i].control = S.opt == CCOW_OPT_ADAPTIVE && ((S.list[i] >> HPM_HP_SHIFT) % CCOW_CONTROL_EVERY) == 0;
+    }
+    *n_out = n;
+    return true;
+}
+
+typedef struct { size_t shared_pages, excl_pages, huge; } scan_sum_t;
+
+/* Scans every region; commits cov_last only while pages are still shared
+ * (the scan that sees the child gone would report 100% everywhere). */
+static scan_sum_t scan_all(size_t n, uint32_t t_pct) {
+    scan_sum_t sum = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        ccow_region_t *r = &S.regions[i];
+        ccow_scan_t s;
+        if (_hpm_ccow_scan_region(r->addr, &s) != 0) { s.present_pages = 0; s.excl_pages = 0; s.huge = false; }
+        r->present = s.present_pages;
+        r->excl = s.excl_pages;
+        r->huge = s.huge;
+        sum.shared_pages += (size_t)(s.present_pages - s.excl_pages);
+        sum.excl_pages += s.excl_pages;
+        sum.huge += s.huge;
+    }
+    if (sum.shared_pages == 0) return sum;
+    for (size_t i = 0; i < n; i++) {
+        ccow_region_t *r = &S.regions[i];
+        r->cov_last = (uint8_t)(r->present ? (uint32_t)r->excl * 100 / r->present : 0);
+        if (r->control && !r->crossed && r->present && r->cov_last >= t_pct) { r->crossed = true; r->cov_cross = r->cov_last; }
+    }
+    return sum;
+}
+
+/* Sleeps up to ns in short steps; false when a new fork came meanwhile. */
+static bool nap(uint64_t ns, uint32_t gen) {
+    while (ns > 0) {
+        uint64_t step = ns > 2000000 ? 2000000 : ns;
+        _hpm_os->sleep_ns(step);
+        ns -= step;
+        if (period_stale(gen)) return false;
+    }
+    return true;
+}
+
+static bool fatal_errno(int err) { return err == ENOSYS || err == EINVAL || err == EPERM || err == EACCES; }
+
+/* Pre-copies the candidates of this scan, hottest first. Returns -1 when
+ * the period must stop (new fork, or CCoW disabled), else the count. */
+static int precopy_round(size_t n, uint32_t gen, uint32_t t_pct, ccow_bucket_t *bucket, double useful_share) {
+    int done = 0;
+    for (int pct = 100; pct >= 0; pct--) {
+        for (size_t i = 0; i < n; i++) {
+            ccow_region_t *r = &S.regions[i];
+            if (r->precopied || r->control || !r->present) continue;
+            uint32_t cov = (uint32_t)r->excl * 100 / r->present;
+            if (cov != (uint32_t)pct || !_hpm_ccow_should_precopy(S.opt, t_pct, r->excl, r->present)) continue;
+            uint64_t wait;
+            while ((wait = _hpm_ccow_bucket_take(bucket, S.rate_mib_s, (double)HPM_HP_BYTES, _hpm_os->now_ns())) > 0)
+                if (!nap(wait, gen)) return -1;
+            if (period_stale(gen) || S.disabled || S.opt == CCOW_OPT_OFF) return -1;
+            uint32_t shared = 0;
+            int err = _hpm_ccow_precopy(r->addr, S.mech, &shared);
+            if (fatal_errno(err)) { ccow_disable("MADV_COLLAPSE", err); return -1; }
+            r->precopied = true;
+            if (err) continue;   /* EAGAIN, ENOMEM, ENOENT: skip this region this period */
+            done++;
+            stat_add(&_hpm_stats->ccow_regions_precopied, 1);
+            stat_add(&_hpm_stats->ccow_bytes_precopied, HPM_HP_BYTES);
+            stat_add(&_hpm_stats->ccow_faults_avoided, (uint64_t)((double)shared * useful_share + 0.5));
+        }
+    }
+    return done;
+}
+
+/* After the child is gone: collapse regions CoW left split. */
+static void repair_all(size_t n, uint32_t gen, ccow_bucket_t *bucket) {
+    for (size_t i = 0; i < n; i++) {
+        ccow_region_t *r = &S.regions[i];
+        if (r->huge || r->present != HPM_PAGES_PER_HP || r->excl != HPM_PAGES_PER_HP) continue;
+        uint64_t wait;
+        while ((wait = _hpm_ccow_bucket_take(bucket, S.rate_mib_s, (double)HPM_HP_BYTES, _hpm_os->now_ns())) > 0)
+            if (!nap(wait, gen)) return;
+        if (period_stale(gen)) return;
+        int err = _hpm_ccow_repair(r->addr);
+        if (fatal_errno(err)) { ccow_disable("MADV_COLLAPSE", err); return; }
+    }
+}
+
+static void adapt_finish(size_t n) {
+    ccow_adapt_t a = {0, 0, 0};
+    for (size_t i = 0; i < n; i++)
+        if (S.regions[i].control && S.regions[i].crossed)
+            _hpm_ccow_adapt_note(&a, S.regions[i].cov_cross, S.regions[i].cov_last);
+    S.adapt = a;
+    S.t_pct = _hpm_ccow_adapt_next(&a, S.t_pct);
+    state_publish();
+}
+
+static void note_recovery(scan_sum_t s, size_t n, uint64_t t_fork, bool *recovered) {
+    if (*recovered || n == 0 || s.huge * 10 < n * 9) return;
+    *recovered = true;
+    stat_set(&_hpm_stats->ccow_recover_us, (_hpm_os->now_ns() - t_fork) / 1000);
+}
+
+static void run_period(uint32_t gen) {
+    uint64_t t_fork = S.fork_ns;
+    size_t n;
+    if (!regions_load(&n) || n == 0) return;
+    uint32_t t_pct = S.opt == CCOW_OPT_ADAPTIVE ? S.t_pct : 0;
+    double useful = S.opt == CCOW_OPT_ADAPTIVE ? _hpm_ccow_adapt_useful_share(&S.adapt) : 1.0;
+    ccow_bucket_t bucket;
+    _hpm_ccow_bucket_init(&bucket, S.rate_mib_s, _hpm_os->now_ns());
+    __atomic_store_n(&_hpm_stats->ccow_active, 1, __ATOMIC_RELAXED);
+    stat_set(&_hpm_stats->ccow_recover_us, 0);
+    bool recovered = false;
+    size_t last_excl = (size_t)-1;
+    uint64_t quiet_since = _hpm_os->now_ns();
+    for (;;) {
+        if (period_stale(gen) || S.disabled || S.opt == CCOW_OPT_OFF) return;
+        uint64_t t0 = _hpm_os->now_ns();
+        scan_sum_t s = scan_all(n, t_pct);
+        note_recovery(s, n, t_fork, &recovered);
+        if (s.shared_pages == 0) break;
+        int done = precopy_round(n, gen, t_pct, &bucket, useful);
+        if (done < 0) return;
+        uint64_t now = _hpm_os->now_ns();
+        if (done > 0 || s.excl_pages != last_excl) quiet_since = now;
+        else if (now - quiet_since > CCOW_QUIET_NS) break;
+        last_excl = s.excl_pages;
+        if (S.mech == CCOW_MECH_SWAP && done > 0) _hpm_ccow_spares_fill(CCOW_SPARES);
+        uint64_t scan_ns = now - t0, pause = scan_ns * 2 > CCOW_SCAN_MIN_NS ? scan_ns * 2 : CCOW_SCAN_MIN_NS;
+        if (!nap(pause, gen)) return;
+    }
+    if (S.opt == CCOW_OPT_ADAPTIVE) adapt_finish(n);
+    repair_all(n, gen, &bucket);
+    if (!period_stale(gen)) note_recovery(scan_all(n, t_pct), n, t_fork, &recovered);
+    __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
+}
+
+static void *ccow_thread(void *arg) {
+    (void)arg;
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t gen = __atomic_load_n(&S.fork_gen, __ATOMIC_ACQUIRE);
+        if (gen == seen) {
+            syscall(SYS_futex, &S.fork_gen, FUTEX_WAIT_PRIVATE, gen, NULL, NULL, 0);
+            continue;
+        }
+        seen = gen;
+        if (S.disabled || S.opt == CCOW_OPT_OFF) continue;
+        if (!S.probed) {
+            S.probed = true;
+            int err = _hpm_ccow_scan_probe();
+            if (err) { ccow_disable("pagemap", err); continue; }
+            if (S.mech == CCOW_MECH_SWAP) _hpm_ccow_spares_fill(CCOW_SPARES);
+        }
+        run_period(gen);
+    }
+    return NULL;
+}
+
+/* ---- fork handlers ---- */
+
+static void atfork_prepare(void) { _hpm_ccow_guard_lock(); }
+
+static void atfork_parent(void) {
+    _hpm_ccow_guard_unlock();
+    if (S.disabled || S.opt == CCOW_OPT_OFF) return;
+    stat_add(&_hpm_stats->ccow_forks, 1);
+    __atomic_store_n(&S.fork_ns, _hpm_os->now_ns(), __ATOMIC_RELEASE);
+    __atomic_fetch_add(&S.fork_gen, 1, __ATOMIC_ACQ_REL);
+    if (!S.thread_started) {
+        S.thread_started = true;
+        int err = _hpm_os->thread_start(ccow_thread, NULL);
+        if (err) { ccow_disable("thread", err); return; }
+    }
+    syscall(SYS_futex, &S.fork_gen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void atfork_child(void) {
+    _hpm_ccow_guard_unlock();
+    S.thread_started = false;
+    _hpm_ccow_copy_after_fork_child();
+    if (_hpm_stats) __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
+}
+
+/* ---- init and public API ---- */
+
+static void mode_store(long opt, long rate) {
+    __atomic_store_n(&S.opt, opt, __ATOMIC_RELEASE);
+    __atomic_store_n(&S.rate_mib_s, rate < 0 ? 0 : rate, __ATOMIC_RELEASE);
+    state_publish();
+}
+
+void _hpm_ccow_init(void) {
+    static bool done;
+    if (done) return;
+    done = true;
+    long opt = _hpm_option(HPM_OPT_CCOW);
+    if (opt == 0 || opt < -1 || opt > CCOW_OPT_ADAPTIVE) opt = CCOW_DEFAULT_T;
+    S.t_pct = CCOW_DEFAULT_T;
+    const char *mech = getenv("HPM_CCOW_MECH");
+    S.mech = CCOW_MECH_PREFAULT;   /* fastest measured, see docs/ccow.md */
+    if (mech && *mech && !_hpm_ccow_parse_mech(mech, &S.mech))
+        _hpm_message("hpmalloc: HPM_CCOW_MECH=%s is not swap, collapse or prefault; using prefault\n", mech);
+    mode_store(opt, _hpm_option(HPM_OPT_CCOW_RATE));
+    _hpm_ccow_copy_install_os_guard();
+    int err = pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    if (err) ccow_disable("pthread_atfork", err);
+}
+
+__attribute__((visibility("default"))) int hpm_ccow_config(const char *mode, long rate_mib_s) {
+    long opt;
+    if (!_hpm_ccow_parse_mode(mode, &opt) || rate_mib_s < 0) { errno = EINVAL; return -1; }
+    _hpm_ccow_init();
+    mode_store(opt, rate_mib_s);
+    return 0;
+}

@@ -1,0 +1,207 @@
+/* ccow_copy.c: the pre-copy mechanisms, the spare hugepages they use, and
+ * the guards that keep them from racing with fork and with the core.
+ *
+ *   swap      copy the region into a warm MADV_DONTFORK spare while
+ *             userfaultfd write-protect holds writers back, mremap the
+ *             spare over the region, MADV_DOFORK it (a moved spare carries
+ *             VM_DONTFORK, and the next child would lose the region), wake
+ *             the writers. Nothing takes mmap_lock for the copy itself.
+ *   collapse  one atomic no-op read-modify-write (so a fully PMD-shared
+ *             region is split and has something to collapse), then
+ *             MADV_COLLAPSE: the kernel copies under its own locks.
+ *   prefault  an atomic no-op RMW on every still-shared page, so the CoW
+ *             faults happen on this thread, then MADV_COLLAPSE.
+ * No mechanism stores anything but the value it just read, atomically, or
+ * a copy taken while no thread can store: a concurrent write is never lost.
+ *
+ * Guards: the fork guard (a mutex held by the atfork prepare handler and
+ * by a swap) keeps a fork from seeing a half-swapped region. The OS guard
+ * wraps the core's release/unreserve/hugetlb calls: they wait while their
+ * range overlaps the region being copied, and the copier waits until no
+ * such call is in flight, so a region can neither be released under a swap
+ * (the copy would bring old bytes back) nor unmapped under a prefault. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include "ccow/ccow.h"
+
+#define SPARE_MAX 64
+#define COLLAPSE_TRIES 4
+
+static pthread_mutex_t fork_guard = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t spares[SPARE_MAX];
+static unsigned n_spares;
+static int uffd = -1;            /* -2: unusable, fall back to collapse */
+
+/* ---- OS guard ---- */
+
+static _Atomic uintptr_t busy_region;
+static _Atomic int core_ops;
+static hpm_os_t guarded_os;
+static const hpm_os_t *inner_os;
+
+static void core_op_enter(void *addr, size_t len) {
+    uintptr_t a = (uintptr_t)addr;
+    for (;;) {
+        __atomic_fetch_add(&core_ops, 1, __ATOMIC_SEQ_CST);
+        uintptr_t b = __atomic_load_n(&busy_region, __ATOMIC_SEQ_CST);
+        if (!b || a + len <= b || a >= b + HPM_HP_BYTES) return;
+        __atomic_fetch_sub(&core_ops, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&busy_region, __ATOMIC_SEQ_CST) == b) sched_yield();
+    }
+}
+
+static void core_op_exit(void) { __atomic_fetch_sub(&core_ops, 1, __ATOMIC_SEQ_CST); }
+
+static int guarded_release(void *addr, size_t len) {
+    core_op_enter(addr, len);
+    int r = inner_os->release(addr, len);
+    core_op_exit();
+    return r;
+}
+
+static int guarded_unreserve(void *addr, size_t len) {
+    core_op_enter(addr, len);
+    int r = inner_os->unreserve_to_reserved(addr, len);
+    core_op_exit();
+    return r;
+}
+
+static int guarded_map_hugetlb(void *addr, size_t len, size_t page_bytes) {
+    core_op_enter(addr, len);
+    int r = inner_os->map_hugetlb(addr, len, page_bytes);
+    core_op_exit();
+    return r;
+}
+
+void _hpm_ccow_copy_install_os_guard(void) {
+    if (_hpm_os == &guarded_os) return;
+    inner_os = _hpm_os;
+    guarded_os = *_hpm_os;
+    guarded_os.release = guarded_release;
+    guarded_os.unreserve_to_reserved = guarded_unreserve;
+    guarded_os.map_hugetlb = guarded_map_hugetlb;
+    __atomic_store_n(&_hpm_os, &guarded_os, __ATOMIC_RELEASE);
+}
+
+static void busy_begin(uintptr_t region) {
+    __atomic_store_n(&busy_region, region, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&core_ops, __ATOMIC_SEQ_CST) > 0) sched_yield();
+}
+
+static void busy_end(void) { __atomic_store_n(&busy_region, 0, __ATOMIC_SEQ_CST); }
+
+/* ---- fork guard and spares ---- */
+
+void _hpm_ccow_guard_lock(void) { pthread_mutex_lock(&fork_guard); }
+void _hpm_ccow_guard_unlock(void) { pthread_mutex_unlock(&fork_guard); }
+
+void _hpm_ccow_copy_after_fork_child(void) {
+    /* Spares are MADV_DONTFORK (absent here); the uffd is the parent's. */
+    n_spares = 0;
+    if (uffd >= 0) _hpm_ccow_os->close_fd(uffd);
+    uffd = -1;
+    busy_region = 0;
+    core_ops = 0;
+}
+
+void _hpm_ccow_spares_fill(unsigned n) {
+    if (n > SPARE_MAX) n = SPARE_MAX;
+    while (n_spares < n) {
+        void *p = _hpm_ccow_os->spare_map(HPM_HP_BYTES);
+        if (!p) return;
+        spares[n_spares++] = (uintptr_t)p;
+    }
+}
+
+static uintptr_t spare_take(void) {
+    if (n_spares == 0) _hpm_ccow_spares_fill(1);
+    return n_spares ? spares[--n_spares] : 0;
+}
+
+static void spare_put_back(uintptr_t s) {
+    if (n_spares < SPARE_MAX) spares[n_spares++] = s;
+    else _hpm_ccow_os->spare_unmap((void *)s, HPM_HP_BYTES);
+}
+
+/* ---- mechanisms ---- */
+
+static int collapse_retry(uintptr_t region) {
+    int err = 0;
+    for (int i = 0; i < COLLAPSE_TRIES; i++) {
+        err = _hpm_os->collapse((void *)region, HPM_HP_BYTES);
+        if (err != EAGAIN) return err;
+        _hpm_os->sleep_ns(100000);
+    }
+    return err;
+}
+
+/* Runs under busy_begin: the region is mapped iff pages are present. */
+static bool region_still_mapped(uintptr_t region, uint32_t *shared) {
+    ccow_scan_t s;
+    if (_hpm_ccow_scan_region(region, &s) != 0 || s.present_pages == 0) return false;
+    *shared = (uint32_t)(s.present_pages - s.excl_pages);
+    return true;
+}
+
+static int precopy_collapse(uintptr_t region, bool prefault_all, uint32_t *shared_before) {
+    uint64_t pm[HPM_PAGES_PER_HP];
+    busy_begin(region);
+    if (!region_still_mapped(region, shared_before)) { busy_end(); return ENOENT; }
+    if (prefault_all && _hpm_os->pagemap((const void *)region, HPM_PAGES_PER_HP, pm) == 0) {
+        for (uint32_t i = 0; i < HPM_PAGES_PER_HP; i++)
+            if ((pm[i] >> 63) && !((pm[i] >> 56) & 1))
+                __atomic_fetch_add((uint64_t *)(region + i * HPM_PAGE_BYTES), 0, __ATOMIC_RELAXED);
+    } else {
+        __atomic_fetch_add((uint64_t *)region, 0, __ATOMIC_RELAXED);
+    }
+    busy_end();
+    return collapse_retry(region);
+}
+
+static bool swap_usable(void) {
+    if (uffd == -1) {
+        int fd = _hpm_ccow_os->uffd_open();
+        uffd = fd >= 0 ? fd : -2;
+    }
+    return uffd >= 0;
+}
+
+static int precopy_swap(uintptr_t region, uint32_t *shared_before) {
+    uintptr_t spare = spare_take();
+    if (!spare) return ENOMEM;
+    _hpm_ccow_guard_lock();
+    busy_begin(region);
+    int err = ENOENT;
+    if (!region_still_mapped(region, shared_before)) goto out;
+    err = _hpm_ccow_os->uffd_protect(uffd, (void *)region, HPM_HP_BYTES);
+    if (err) { _hpm_ccow_os->uffd_release(uffd, (void *)region, HPM_HP_BYTES); goto out; }
+    memcpy((void *)spare, (const void *)region, HPM_HP_BYTES);
+    err = _hpm_ccow_os->remap_fixed((void *)spare, (void *)region, HPM_HP_BYTES);
+    if (!err) {
+        spare = 0;
+        int e2 = _hpm_os->dontfork((void *)region, HPM_HP_BYTES, false);
+        if (e2) e2 = _hpm_os->dontfork((void *)region, HPM_HP_BYTES, false);
+        if (e2) _hpm_message("hpmalloc: ccow: MADV_DOFORK failed (%d) after a swap\n", e2);
+    }
+    _hpm_ccow_os->uffd_release(uffd, (void *)region, HPM_HP_BYTES);
+out:
+    busy_end();
+    _hpm_ccow_guard_unlock();
+    if (spare) spare_put_back(spare);
+    return err;
+}
+
+int _hpm_ccow_precopy(uintptr_t region, ccow_mech_t mech, uint32_t *shared_before) {
+    *shared_before = 0;
+    if (mech == CCOW_MECH_SWAP && swap_usable()) {
+        int err = precopy_swap(region, shared_before);
+        if (err != EINVAL && err != ENOSYS && err != EPERM && err != ENOMEM) return err;
+        /* This region (or the whole mechanism) cannot be swapped: collapse. */
+        if (err != ENOMEM) { _hpm_ccow_os->close_fd(uffd); uffd = -2; }
+    }
+    return precopy_collapse(region, mech == CCOW_MECH_PREFAULT, shared_before);
+}
+
+int _hpm_ccow_repair(uintptr_t region) { return collapse_retry(region); }

@@ -1,0 +1,37 @@
+/* ccow_os.h: the OS calls CCoW needs beyond the core's table (prim.h):
+ * userfaultfd write-protect, mremap over a region, and warm spare
+ * hugepages kept MADV_DONTFORK. Like prim.h, functions return 0 or an
+ * errno value (never -1) unless they return a pointer (NULL on failure);
+ * addresses and sizes are 2 MiB aligned. Tests point _hpm_ccow_os at a
+ * fake table before the first fork. None of them calls malloc. */
+#ifndef HPM_CCOW_OS_H
+#define HPM_CCOW_OS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "hooks.h"
+
+typedef struct hpm_ccow_os_s {
+    /* A userfaultfd usable for write-protect, with kernel-mode faults
+     * handled (not UFFD_USER_MODE_ONLY). Returns the fd, or -errno. */
+    int (*uffd_open)(void);
+    /* Registers [addr, addr+len) for write-protect faults and
+     * write-protects it: from return until uffd_release no thread can
+     * store there (TLBs are flushed). */
+    int (*uffd_protect)(int uffd, void *addr, size_t len_bytes);
+    /* Lifts the write-protect if the range is still the registered
+     * mapping, reads and drops every pending fault message, then wakes
+     * the threads that faulted in [addr, addr+len). */
+    int (*uffd_release)(int uffd, void *addr, size_t len_bytes);
+    /* mremap(src, len, len, MAYMOVE|FIXED, dst): dst's old pages go away. */
+    int (*remap_fixed)(void *src, void *dst, size_t len_bytes);
+    /* A 2 MiB-aligned, THP-advised, MADV_DONTFORK range of len_bytes,
+     * touched so that its huge pages exist. NULL on failure. */
+    void *(*spare_map)(size_t len_bytes);
+    int (*spare_unmap)(void *addr, size_t len_bytes);
+    void (*close_fd)(int fd);
+} hpm_ccow_os_t;
+
+HPM_INTERNAL extern const hpm_ccow_os_t _hpm_ccow_os_linux;
+/* The table CCoW uses; tests may point it elsewhere before the first fork. */
+HPM_INTERNAL extern const hpm_ccow_os_t *_hpm_ccow_os;
+#endif
