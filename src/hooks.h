@@ -31,6 +31,11 @@ HPM_INTERNAL void _hpm_message(const char *fmt, ...) __attribute__((format(print
 
 /* ---- provided by ccow/ (called once from the core's init, after options) ---- */
 HPM_INTERNAL void _hpm_ccow_init(void) __attribute__((weak));
+/* Returns a table that forwards to os but makes release,
+ * unreserve_to_reserved and map_hugetlb wait while CCoW copies the
+ * hugepage they touch. The core should give this table (not os) to the
+ * pageheap, before any hugepage is committed. */
+HPM_INTERNAL const hpm_os_t *_hpm_ccow_os_guard(const hpm_os_t *os) __attribute__((weak));
 
 /* ---- provided by publish.c ---- */
 /* Sets up the area other processes read (hpm stat) and returns it, filled

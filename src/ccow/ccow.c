@@ -103,12 +103,13 @@ static bool regions_load(size_t *n_out) {
     return true;
 }
 
-typedef struct { size_t shared_pages, excl_pages, huge; } scan_sum_t;
+/* huge_pages / present_pages is the heap's huge-page coverage. */
+typedef struct { size_t shared_pages, excl_pages, huge_pages, present_pages; } scan_sum_t;
 
 /* Scans every region; commits cov_last only while pages are still shared
  * (the scan that sees the child gone would report 100% everywhere). */
 static scan_sum_t scan_all(size_t n, uint32_t t_pct) {
-    scan_sum_t sum = {0, 0, 0};
+    scan_sum_t sum = {0, 0, 0, 0};
     for (size_t i = 0; i < n; i++) {
         ccow_region_t *r = &S.regions[i];
         ccow_scan_t s;
@@ -118,7 +119,8 @@ static scan_sum_t scan_all(size_t n, uint32_t t_pct) {
         r->huge = s.huge;
         sum.shared_pages += (size_t)(s.present_pages - s.excl_pages);
         sum.excl_pages += s.excl_pages;
-        sum.huge += s.huge;
+        sum.huge_pages += s.huge ? HPM_PAGES_PER_HP : 0;
+        sum.present_pages += s.present_pages;
     }
     if (sum.shared_pages == 0) return sum;
     for (size_t i = 0; i < n; i++) {
@@ -194,8 +196,8 @@ static void adapt_finish(size_t n) {
     state_publish();
 }
 
-static void note_recovery(scan_sum_t s, size_t n, uint64_t t_fork, bool *recovered) {
-    if (*recovered || n == 0 || s.huge * 10 < n * 9) return;
+static void note_recovery(scan_sum_t s, uint64_t t_fork, bool *recovered) {
+    if (*recovered || s.present_pages == 0 || s.huge_pages * 10 < s.present_pages * 9) return;
     *recovered = true;
     stat_set(&_hpm_stats->ccow_recover_us, (_hpm_os->now_ns() - t_fork) / 1000);
 }
@@ -217,7 +219,7 @@ static void run_period(uint32_t gen) {
         if (period_stale(gen) || S.disabled || S.opt == CCOW_OPT_OFF) return;
         uint64_t t0 = _hpm_os->now_ns();
         scan_sum_t s = scan_all(n, t_pct);
-        note_recovery(s, n, t_fork, &recovered);
+        note_recovery(s, t_fork, &recovered);
         if (s.shared_pages == 0) break;
         int done = precopy_round(n, gen, t_pct, &bucket, useful);
         if (done < 0) return;
@@ -231,7 +233,7 @@ static void run_period(uint32_t gen) {
     }
     if (S.opt == CCOW_OPT_ADAPTIVE) adapt_finish(n);
     repair_all(n, gen, &bucket);
-    if (!period_stale(gen)) note_recovery(scan_all(n, t_pct), n, t_fork, &recovered);
+    if (!period_stale(gen)) note_recovery(scan_all(n, t_pct), t_fork, &recovered);
     __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
 }
 
@@ -302,14 +304,21 @@ void _hpm_ccow_init(void) {
     if (mech && *mech && !_hpm_ccow_parse_mech(mech, &S.mech))
         _hpm_message("hpmalloc: HPM_CCOW_MECH=%s is not swap, collapse or prefault; using prefault\n", mech);
     mode_store(opt, _hpm_option(HPM_OPT_CCOW_RATE));
-    _hpm_ccow_copy_install_os_guard();
+    /* Everything that reads _hpm_os from now on goes through the guard;
+     * the pageheap's own copy does once the core uses _hpm_ccow_os_guard. */
+    _hpm_os = _hpm_ccow_os_guard(_hpm_os);
     int err = pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     if (err) ccow_disable("pthread_atfork", err);
+}
+
+void _hpm_ccow_set_mech(ccow_mech_t m) {
+    if (m < CCOW_MECH_N) __atomic_store_n(&S.mech, m, __ATOMIC_RELEASE);
 }
 
 __attribute__((visibility("default"))) int hpm_ccow_config(const char *mode, long rate_mib_s) {
     long opt;
     if (!_hpm_ccow_parse_mode(mode, &opt) || rate_mib_s < 0) { errno = EINVAL; return -1; }
+    hpm_free(hpm_malloc(1));      /* the core's init (and so _hpm_ccow_init) runs first */
     _hpm_ccow_init();
     mode_store(opt, rate_mib_s);
     return 0;

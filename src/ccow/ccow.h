@@ -67,6 +67,10 @@ uint32_t _hpm_ccow_adapt_next(const ccow_adapt_t *a, uint32_t t_pct);
  * anyway; 1 when nothing was observed. */
 double _hpm_ccow_adapt_useful_share(const ccow_adapt_t *a);
 
+/* ---- ccow.c ---- */
+/* Chooses the pre-copy mechanism (HPM_CCOW_MECH at start); for tests. */
+void _hpm_ccow_set_mech(ccow_mech_t m);
+
 /* ---- ccow_scan.c ---- */
 typedef struct {
     uint16_t present_pages;
@@ -92,6 +96,4 @@ void _hpm_ccow_spares_fill(unsigned n);
 void _hpm_ccow_guard_lock(void);
 void _hpm_ccow_guard_unlock(void);
 void _hpm_ccow_copy_after_fork_child(void);
-/* Wraps the core's OS table so that releases wait for a swap in flight. */
-void _hpm_ccow_copy_install_os_guard(void);
 #endif

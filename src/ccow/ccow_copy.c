@@ -75,14 +75,15 @@ static int guarded_map_hugetlb(void *addr, size_t len, size_t page_bytes) {
     return r;
 }
 
-void _hpm_ccow_copy_install_os_guard(void) {
-    if (_hpm_os == &guarded_os) return;
-    inner_os = _hpm_os;
-    guarded_os = *_hpm_os;
+const hpm_os_t *_hpm_ccow_os_guard(const hpm_os_t *os) {
+    if (os == &guarded_os) return os;
+    if (inner_os && inner_os != os) return os;   /* one wrapped table per process */
+    inner_os = os;
+    guarded_os = *os;
     guarded_os.release = guarded_release;
     guarded_os.unreserve_to_reserved = guarded_unreserve;
     guarded_os.map_hugetlb = guarded_map_hugetlb;
-    __atomic_store_n(&_hpm_os, &guarded_os, __ATOMIC_RELEASE);
+    return &guarded_os;
 }
 
 static void busy_begin(uintptr_t region) {

@@ -1,0 +1,252 @@
+/* test_ccow.c: CCoW against the real kernel, linked with libhpmalloc.a.
+ *
+ * For each mode (all with each mechanism, T=50, adaptive, throttled):
+ * writer threads increment counters spread over a 32 MiB heap table while
+ * the process forks; the child checks that its snapshot sums to the value
+ * taken at the fork; the parent waits for CCoW to pre-copy, checks (while
+ * the child still holds the snapshot) that pre-copied regions are private
+ * and PMD-mapped (pagemap: 512 exclusive pages on one aligned frame run
+ * with the THP flag in kpageflags, and AnonHugePages in smaps), and at the
+ * end that every counter equals what its writer counted. Also tests the
+ * pure policy functions (mode strings, threshold, throttle, adaptive T). */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "hpmalloc.h"
+#include "ccow/ccow.h"
+#include "testhelper.h"
+
+#define TABLE_BYTES (32u << 20)
+#define N_WRITERS 3
+#define HP ((uintptr_t)2 << 20)
+
+static uint64_t *table;
+static size_t table_words;
+static atomic_int stop_req, pause_req, paused_n;
+static uint32_t *counts[N_WRITERS];    /* per writer: how often it bumped each of its words */
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static void *writer_main(void *arg) {
+    int id = (int)(intptr_t)arg;
+    uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(id + 1);
+    size_t per = table_words / N_WRITERS;
+    while (!atomic_load(&stop_req)) {
+        for (int i = 0; i < 64; i++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            size_t k = (size_t)(x % per);
+            table[k * N_WRITERS + (size_t)id]++;
+            counts[id][k]++;
+        }
+        if (atomic_load(&pause_req)) {
+            atomic_fetch_add(&paused_n, 1);
+            while (atomic_load(&pause_req)) { }
+            atomic_fetch_sub(&paused_n, 1);
+        }
+    }
+    return NULL;
+}
+
+static uint64_t table_sum(void) {
+    uint64_t s = 0;
+    for (size_t i = 0; i < table_words; i++) s += table[i] * (i | 1);
+    return s;
+}
+
+/* Private and PMD-mapped: 512 exclusive pages on one aligned frame run, THP flag set. */
+static int region_private_huge(uintptr_t r) {
+    static int pm = -1, kf = -1;
+    if (pm < 0) pm = open("/proc/self/pagemap", O_RDONLY);
+    if (kf < 0) kf = open("/proc/kpageflags", O_RDONLY);
+    uint64_t e[512];
+    if (pread(pm, e, sizeof e, (off_t)(r / 4096) * 8) != (ssize_t)sizeof e) return 0;
+    uint64_t pfn0 = e[0] & ((1ull << 55) - 1);
+    for (int i = 0; i < 512; i++) {
+        if (!((e[i] >> 63) & 1) || !((e[i] >> 56) & 1)) return 0;
+        if ((e[i] & ((1ull << 55) - 1)) != pfn0 + (uint64_t)i) return 0;
+    }
+    if (pfn0 % 512) return 0;
+    uint64_t flags = 0;
+    if (kf >= 0 && pread(kf, &flags, 8, (off_t)pfn0 * 8) == 8 && !((flags >> 22) & 1)) return 0;
+    return 1;
+}
+
+static long smaps_anon_huge_kib(uintptr_t lo, uintptr_t hi) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    long total = 0;
+    int in = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        char c;
+        if (sscanf(line, "%lx-%lx %c", &a, &b, &c) == 3 && strchr(line, '-') < strchr(line, ' ')) {
+            in = a < hi && b > lo;
+            continue;
+        }
+        long v;
+        if (in && sscanf(line, "AnonHugePages: %ld", &v) == 1) total += v;
+    }
+    fclose(f);
+    return total;
+}
+
+static uint64_t stat_precopied(void) {
+    hpm_stats_t s;
+    hpm_stats_get(&s);
+    return s.ccow_regions_precopied;
+}
+
+/* One fork period in the current mode. want_precopy: regions that must be
+ * pre-copied before the child is released; check_huge: verify them. */
+static void one_period(const char *label, uint64_t want_precopy, int check_huge) {
+    atomic_store(&pause_req, 1);
+    while (atomic_load(&paused_n) < N_WRITERS) { }
+    uint64_t want_sum = table_sum();
+    uint64_t before = stat_precopied();
+    int go[2];
+    CHECK(pipe(go) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char b;
+        close(go[1]);
+        (void)!read(go[0], &b, 1);
+        _exit(table_sum() == want_sum ? 0 : 1);
+    }
+    atomic_store(&pause_req, 0);
+    close(go[0]);
+    uint64_t got = 0;
+    for (int i = 0; i < 2000 && (got = stat_precopied() - before) < want_precopy; i++) sleep_ms(5);
+    CHECK(got >= want_precopy, "%s: %llu regions pre-copied, want %llu", label, (unsigned long long)got,
+          (unsigned long long)want_precopy);
+    if (check_huge) {
+        /* Poll: the heap holds other regions too, so the count alone does not say the table is done. */
+        uintptr_t lo = ((uintptr_t)table + HP - 1) & ~(HP - 1), hi = ((uintptr_t)table + TABLE_BYTES) & ~(HP - 1);
+        size_t n = 0, huge = 0;
+        for (int i = 0; i < 2000; i++, sleep_ms(5)) {
+            n = huge = 0;
+            for (uintptr_t r = lo; r < hi; r += HP, n++) huge += (size_t)region_private_huge(r);
+            if (huge == n) break;
+        }
+        CHECK(huge == n, "%s: %zu of %zu regions private and PMD-mapped while the child lives", label, huge, n);
+        long kib = smaps_anon_huge_kib(lo, hi);
+        CHECK(kib >= (long)(n * 2048), "%s: AnonHugePages %ld KiB over the table, want >= %zu", label, kib, n * 2048);
+    }
+    (void)!write(go[1], "x", 1);
+    close(go[1]);
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the child's snapshot differs from the parent's at fork", label);
+}
+
+static void test_policy(void) {
+    long v = 0;
+    CHECK(_hpm_ccow_parse_mode("off", &v) && v == CCOW_OPT_OFF);
+    CHECK(_hpm_ccow_parse_mode("all", &v) && v == CCOW_OPT_ALL);
+    CHECK(_hpm_ccow_parse_mode("adaptive", &v) && v == CCOW_OPT_ADAPTIVE);
+    CHECK(_hpm_ccow_parse_mode("80", &v) && v == 80);
+    CHECK(_hpm_ccow_parse_mode("T=70", &v) && v == 70);
+    CHECK(!_hpm_ccow_parse_mode("101", &v) && !_hpm_ccow_parse_mode("x", &v) && !_hpm_ccow_parse_mode("", &v));
+    CHECK(!_hpm_ccow_parse_mode(NULL, &v) && !_hpm_ccow_parse_mode("-5", &v));
+    CHECK(_hpm_ccow_should_precopy(80, 0, 410, 512) && !_hpm_ccow_should_precopy(80, 0, 409, 512));
+    CHECK(!_hpm_ccow_should_precopy(80, 0, 512, 512), "a private region needs no copy");
+    CHECK(_hpm_ccow_should_precopy(CCOW_OPT_ALL, 0, 0, 512) && !_hpm_ccow_should_precopy(CCOW_OPT_OFF, 0, 500, 512));
+    CHECK(_hpm_ccow_should_precopy(CCOW_OPT_ADAPTIVE, 60, 308, 512) && !_hpm_ccow_should_precopy(CCOW_OPT_ADAPTIVE, 60, 300, 512));
+    char buf[32];
+    ccow_mode_t m = {80, 0};
+    _hpm_ccow_mode_name(&m, 0, buf, sizeof buf);
+    CHECK(!strcmp(buf, "T=80"), "%s", buf);
+    m = (ccow_mode_t){CCOW_OPT_ADAPTIVE, 256};
+    _hpm_ccow_mode_name(&m, 65, buf, sizeof buf);
+    CHECK(!strcmp(buf, "adaptive T=65 rate=256"), "%s", buf);
+    /* Throttle: 100 MiB/s, 2 MiB regions: about 50 per second. */
+    ccow_bucket_t b;
+    _hpm_ccow_bucket_init(&b, 100, 0);
+    uint64_t t = 0;
+    int copied = 0;
+    while (t < 1000000000ull) {
+        uint64_t w = _hpm_ccow_bucket_take(&b, 100, 2.0 * 1048576, t);
+        if (w == 0) copied++;
+        else t += w;
+    }
+    CHECK(copied >= 49 && copied <= 53, "throttle let %d regions through in 1 s at 100 MiB/s", copied);
+    CHECK(_hpm_ccow_bucket_take(&b, 0, 1e12, t) == 0, "rate 0 never waits");
+    /* Adaptive: pre-copy at T would have copied mostly unwritten pages -> T up. */
+    ccow_adapt_t a = {0, 0, 0};
+    _hpm_ccow_adapt_note(&a, 80, 82);
+    _hpm_ccow_adapt_note(&a, 81, 84);
+    CHECK(_hpm_ccow_adapt_next(&a, 80) == 85);
+    a = (ccow_adapt_t){0, 0, 0};
+    _hpm_ccow_adapt_note(&a, 50, 100);
+    _hpm_ccow_adapt_note(&a, 55, 98);
+    CHECK(_hpm_ccow_adapt_next(&a, 60) == 55, "late faults lower T");
+    CHECK(_hpm_ccow_adapt_next(&a, 30) == 30 && _hpm_ccow_adapt_next(&(ccow_adapt_t){0, 0, 0}, 70) == 70);
+    CHECK(_hpm_ccow_adapt_useful_share(&a) > 0.9);
+}
+
+int main(void) {
+    test_policy();
+    table = hpm_malloc(TABLE_BYTES);
+    CHECK(table != NULL);
+    if (!table) return TEST_DONE();
+    table_words = TABLE_BYTES / 8;
+    memset(table, 0, TABLE_BYTES);
+    size_t per = table_words / N_WRITERS;
+    for (int i = 0; i < N_WRITERS; i++) {
+        counts[i] = calloc(per, sizeof(uint32_t));
+        CHECK(counts[i] != NULL);
+    }
+    pthread_t th[N_WRITERS];
+    for (intptr_t i = 0; i < N_WRITERS; i++) pthread_create(&th[i], NULL, writer_main, (void *)i);
+    uintptr_t lo = ((uintptr_t)table + HP - 1) & ~(HP - 1), hi = ((uintptr_t)table + TABLE_BYTES) & ~(HP - 1);
+    uint64_t n_regions = (hi - lo) / HP;
+
+    static const struct { const char *mode; ccow_mech_t mech; long rate; int check_huge; } cases[] = {
+        {"all", CCOW_MECH_PREFAULT, 0, 1},
+        {"all", CCOW_MECH_COLLAPSE, 0, 1},
+        {"all", CCOW_MECH_SWAP, 0, 1},
+        {"all", CCOW_MECH_PREFAULT, 200, 1},
+        {"50", CCOW_MECH_PREFAULT, 0, 0},
+        {"adaptive", CCOW_MECH_PREFAULT, 0, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char label[64];
+        snprintf(label, sizeof label, "%s/%s/rate=%ld", cases[c].mode, _hpm_ccow_mech_name(cases[c].mech), cases[c].rate);
+        CHECK(hpm_ccow_config(cases[c].mode, cases[c].rate) == 0);
+        _hpm_ccow_set_mech(cases[c].mech);
+        /* all: every region; T=50 and adaptive: at least one (writes are uniform, so all get there). */
+        one_period(label, cases[c].check_huge ? n_regions : 1, cases[c].check_huge);
+        hpm_stats_t s;
+        for (int i = 0; i < 2000; i++) {    /* the period ends once the thread sees the child gone */
+            hpm_stats_get(&s);
+            if (!s.ccow_active) break;
+            sleep_ms(5);
+        }
+        CHECK(!s.ccow_active, "%s: tracking still active 10 s after the child exited", label);
+        if (cases[c].check_huge) CHECK(s.ccow_recover_us > 0, "%s: heap never back to 90%% huge", label);
+        CHECK(strncmp(s.ccow_state, "disabled", 8) != 0, "%s: %s", label, s.ccow_state);
+        printf("# %s: ccow_state '%s', forks %llu, pre-copied %llu, recover %llu us\n", label, s.ccow_state,
+               (unsigned long long)s.ccow_forks, (unsigned long long)s.ccow_regions_precopied,
+               (unsigned long long)s.ccow_recover_us);
+    }
+    CHECK(hpm_ccow_config("bogus", 0) == -1 && hpm_ccow_config("80", -1) == -1);
+    atomic_store(&stop_req, 1);
+    for (int i = 0; i < N_WRITERS; i++) pthread_join(th[i], NULL);
+    size_t bad = 0;
+    for (int t = 0; t < N_WRITERS; t++)
+        for (size_t k = 0; k < per; k++) bad += table[k * N_WRITERS + (size_t)t] != counts[t][k];
+    CHECK(bad == 0, "%zu counters differ from their writer's count: writes were lost", bad);
+    hpm_stats_t s;
+    hpm_stats_get(&s);
+    CHECK(s.ccow_forks >= sizeof cases / sizeof cases[0], "forks seen %llu", (unsigned long long)s.ccow_forks);
+    CHECK(s.ccow_bytes_precopied == s.ccow_regions_precopied * HP);
+    return TEST_DONE();
+}
