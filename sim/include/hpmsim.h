@@ -17,6 +17,7 @@
  * Nothing here depends on the hpmalloc allocator. */
 #ifndef HPMSIM_H
 #define HPMSIM_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,7 +44,7 @@ typedef struct {
 typedef struct {
     uint64_t clock_ops;        /* simulated time: operations applied plus ticks */
     uint64_t allocs, alloc_fails, frees;
-    uint64_t rcu_deferred, rcu_reclaimed, prudence_flushes, prudence_pages;
+    uint64_t rcu_deferred, rcu_reclaimed, prudence_flushes, prudence_frees;
     uint64_t fallbacks;        /* allocations served from another type's free list */
     uint64_t block_relabels;   /* pageblock label changes */
     uint64_t hp_requests, hp_success, hp_from_free, hp_after_compact;
@@ -81,6 +82,10 @@ void sim_advance(sim_t *s, uint64_t ops);
 void sim_compact_all(sim_t *s);
 uint32_t sim_handle_pfn(const sim_t *s, sim_handle_t h);
 void sim_get_stats(const sim_t *s, sim_stats_t *st);
+uint64_t sim_now(const sim_t *s);          /* the clock, in operations */
+uint64_t sim_free_pages(const sim_t *s);
+/* Linux 4.5's zone watermarks for this memory size, in pages. */
+void sim_watermarks(const sim_t *s, uint64_t *min_pages, uint64_t *low_pages, uint64_t *high_pages);
 void sim_block_info(const sim_t *s, uint32_t block, sim_block_info_t *out);
 uint64_t sim_nr_free(const sim_t *s, unsigned order, enum sim_mt type);
 /* Full recount of every invariant; 0 when all hold, else -1 and a message. */
@@ -127,6 +132,7 @@ int sim_driver_apply(sim_driver_t *d, const sim_op_t *op, uint32_t *pfn_out, cha
 void sim_driver_finish(sim_driver_t *d);  /* takes the closing sample */
 const sim_series_t *sim_driver_series(const sim_driver_t *d);
 uint64_t sim_driver_skipped_frees(const sim_driver_t *d);
+sim_series_t sim_driver_take_series(sim_driver_t *d);
 
 /* --- workloads (workload_*.c) ------------------------------------------ */
 typedef struct {
@@ -145,6 +151,7 @@ typedef struct {
 typedef struct {
     enum sim_policy policy;
     int prudence;
+    uint64_t mem_mib;
     sim_stats_t stats;
     sim_series_t series;
     uint64_t skipped_frees;
@@ -156,6 +163,9 @@ typedef struct {
 int sim_run_workload(const sim_config_t *cfg, const sim_workload_t *w, FILE *record,
                      sim_result_t *out, char *err, size_t err_len);
 void sim_result_free(sim_result_t *r);
+/* Validates a trace file: counts its operations and reads the mem_mib= of
+ * a recorded trace's header line (left alone when absent). */
+int sim_trace_check(const char *path, uint64_t *ops, uint64_t *mem_mib_hint, char *err, size_t err_len);
 
 /* --- report (report.c) -------------------------------------------------- */
 void sim_report_table(FILE *f, const sim_result_t *r, int n);

@@ -14,13 +14,9 @@
 
 int buddy_init(sim_t *s) {
     uint32_t n = s->nr_frames;
-    s->fr_state = calloc(n, 1);
-    s->fr_type = calloc(n, 1);
-    s->fr_next = malloc((size_t)n * sizeof(uint32_t));
-    s->fr_prev = malloc((size_t)n * sizeof(uint32_t));
-    s->fr_owner = malloc((size_t)n * sizeof(uint32_t));
+    s->fr = calloc(n, sizeof(frame_t));
     s->pb = calloc(s->nr_blocks, sizeof(pageblock_t));
-    if (!s->fr_state || !s->fr_type || !s->fr_next || !s->fr_prev || !s->fr_owner || !s->pb) return -1;
+    if (!s->fr || !s->pb) return -1;
     for (unsigned o = 0; o < SIM_MAX_ORDER; o++)
         for (unsigned t = 0; t < SIM_NR_MT; t++) s->head[o][t] = NIL;
     /* Linux marks every pageblock MOVABLE at boot and frees memory in pfn
@@ -39,21 +35,21 @@ int buddy_init(sim_t *s) {
 }
 
 void buddy_fini(sim_t *s) {
-    free(s->fr_state); free(s->fr_type); free(s->fr_next); free(s->fr_prev);
-    free(s->fr_owner); free(s->pb);
+    free(s->fr);
+    free(s->pb);
 }
 
 void list_add(sim_t *s, uint32_t pfn, unsigned order, unsigned type, bool tail) {
-    s->fr_state[pfn] = (uint8_t)(FR_FREE | order);
-    s->fr_type[pfn] = (uint8_t)type;
+    s->fr[pfn].state = (uint8_t)(FR_FREE | order);
+    s->fr[pfn].type = (uint8_t)type;
     uint32_t h = s->head[order][type];
     if (h == NIL) {
-        s->fr_next[pfn] = s->fr_prev[pfn] = pfn;
+        s->fr[pfn].next = s->fr[pfn].prev = pfn;
         s->head[order][type] = pfn;
     } else {
-        uint32_t last = s->fr_prev[h];
-        s->fr_next[pfn] = h; s->fr_prev[pfn] = last;
-        s->fr_next[last] = pfn; s->fr_prev[h] = pfn;
+        uint32_t last = s->fr[h].prev;
+        s->fr[pfn].next = h; s->fr[pfn].prev = last;
+        s->fr[last].next = pfn; s->fr[h].prev = pfn;
         if (!tail) s->head[order][type] = pfn;
     }
     s->nr_free[order][type]++;
@@ -61,15 +57,15 @@ void list_add(sim_t *s, uint32_t pfn, unsigned order, unsigned type, bool tail) 
 }
 
 void list_del(sim_t *s, uint32_t pfn) {
-    unsigned order = FR_ORDER(s->fr_state[pfn]), type = s->fr_type[pfn];
-    uint32_t nx = s->fr_next[pfn], pv = s->fr_prev[pfn];
+    unsigned order = FR_ORDER(s->fr[pfn].state), type = s->fr[pfn].type;
+    uint32_t nx = s->fr[pfn].next, pv = s->fr[pfn].prev;
     if (nx == pfn) {
         s->head[order][type] = NIL;
     } else {
-        s->fr_next[pv] = nx; s->fr_prev[nx] = pv;
+        s->fr[pv].next = nx; s->fr[nx].prev = pv;
         if (s->head[order][type] == pfn) s->head[order][type] = nx;
     }
-    s->fr_state[pfn] = 0;
+    s->fr[pfn].state = 0;
     s->nr_free[order][type]--;
     s->nr_free_order[order]--;
 }
@@ -118,7 +114,7 @@ uint32_t buddy_take_smallest(sim_t *s, unsigned order, unsigned type) {
 }
 
 static inline bool is_free_of_order(const sim_t *s, uint32_t pfn, unsigned order) {
-    return pfn < s->nr_frames && s->fr_state[pfn] == (FR_FREE | order);
+    return pfn < s->nr_frames && s->fr[pfn].state == (FR_FREE | order);
 }
 
 /* Linux's __free_one_page(): coalesce with free buddies, then put the block
@@ -148,10 +144,10 @@ void buddy_free(sim_t *s, uint32_t pfn, unsigned order) {
 uint32_t buddy_move_block_free(sim_t *s, uint32_t block, unsigned type) {
     uint32_t pfn = block << SIM_PAGEBLOCK_ORDER, end = pfn + SIM_PAGEBLOCK_PAGES, moved = 0;
     while (pfn < end) {
-        uint8_t st = s->fr_state[pfn];
+        uint8_t st = s->fr[pfn].state;
         if (st & FR_FREE) {
             unsigned order = FR_ORDER(st);
-            if (s->fr_type[pfn] != type) {
+            if (s->fr[pfn].type != type) {
                 list_del(s, pfn);
                 list_add(s, pfn, order, type, false);
             }

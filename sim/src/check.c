@@ -18,7 +18,7 @@ static int fail(char *err, size_t len, const char *fmt, ...) {
     return -1;
 }
 
-typedef struct { uint32_t free_pages, kernel_pages, movable_pages; } recount_t;
+typedef struct { uint32_t free_pages, kernel_pages, movable_pages, heads; } recount_t;
 
 static void add_pages(recount_t *rc, uint32_t pfn, unsigned order, int kind) {
     uint32_t left = 1u << order;
@@ -36,34 +36,35 @@ static int check_block_frames(const sim_t *s, uint32_t pfn, unsigned order, char
     if (pfn & (n - 1)) return fail(err, len, "block at pfn %u of order %u is misaligned", pfn, order);
     if ((uint64_t)pfn + n > s->nr_frames) return fail(err, len, "block at pfn %u of order %u overruns memory", pfn, order);
     for (uint32_t i = 1; i < n; i++)
-        if (s->fr_state[pfn + i])
+        if (s->fr[pfn + i].state)
             return fail(err, len, "frame %u is inside the block at %u and also a head (state %#x)", pfn + i, pfn,
-                        s->fr_state[pfn + i]);
+                        s->fr[pfn + i].state);
     return 0;
 }
 
 static int check_frames(const sim_t *s, recount_t *rc, uint64_t counts[SIM_MAX_ORDER][SIM_NR_MT], char *err, size_t len) {
     uint32_t pfn = 0;
     while (pfn < s->nr_frames) {
-        uint8_t st = s->fr_state[pfn];
+        uint8_t st = s->fr[pfn].state;
         unsigned order = FR_ORDER(st);
         if ((st & FR_FREE) && (st & FR_ALLOC)) return fail(err, len, "frame %u is both free and allocated", pfn);
         if (!(st & (FR_FREE | FR_ALLOC))) return fail(err, len, "frame %u belongs to no block", pfn);
         if (order >= SIM_MAX_ORDER) return fail(err, len, "frame %u has order %u", pfn, order);
         if (check_block_frames(s, pfn, order, err, len)) return -1;
         if (st & FR_FREE) {
-            unsigned t = s->fr_type[pfn];
+            unsigned t = s->fr[pfn].type;
             if (t >= SIM_NR_MT) return fail(err, len, "free block %u on list type %u", pfn, t);
             counts[order][t]++;
             add_pages(rc, pfn, order, 0);
             uint32_t buddy = pfn ^ (1u << order);
-            if (order < SIM_MAX_ORDER - 1 && buddy < s->nr_frames && s->fr_state[buddy] == (FR_FREE | order))
+            if (order < SIM_MAX_ORDER - 1 && buddy < s->nr_frames && s->fr[buddy].state == (FR_FREE | order))
                 return fail(err, len, "free blocks %u and %u of order %u are buddies but not coalesced", pfn, buddy, order);
         } else {
-            uint32_t h = s->fr_owner[pfn];
-            if (h >= s->nr_frames || s->h_state[h] == 0 || s->h_pfn[h] != pfn || s->h_order[h] != order)
+            uint32_t h = s->fr[pfn].owner;
+            if (h >= s->nr_frames || s->hd[h].state == 0 || s->hd[h].pfn != pfn || s->hd[h].order != order)
                 return fail(err, len, "allocated block %u has a bad owner handle %u", pfn, h);
-            add_pages(rc, pfn, order, mt_is_kernel(s->fr_type[pfn]) ? 1 : 2);
+            add_pages(rc, pfn, order, mt_is_kernel(s->fr[pfn].type) ? 1 : 2);
+            rc[pfn_block(pfn)].heads++;
         }
         pfn += 1u << order;
     }
@@ -77,12 +78,12 @@ static int check_lists(const sim_t *s, uint64_t counts[SIM_MAX_ORDER][SIM_NR_MT]
             uint64_t n = 0;
             uint32_t h = s->head[o][t], p = h;
             if (h != NIL) do {
-                if (s->fr_state[p] != (FR_FREE | o) || s->fr_type[p] != t)
+                if (s->fr[p].state != (FR_FREE | o) || s->fr[p].type != t)
                     return fail(err, len, "list [%u][%s] holds frame %u of state %#x type %u", o, sim_mt_name(t), p,
-                                s->fr_state[p], s->fr_type[p]);
-                if (s->fr_prev[s->fr_next[p]] != p) return fail(err, len, "list [%u][%u] broken at %u", o, t, p);
+                                s->fr[p].state, s->fr[p].type);
+                if (s->fr[s->fr[p].next].prev != p) return fail(err, len, "list [%u][%u] broken at %u", o, t, p);
                 if (++n > s->nr_frames) return fail(err, len, "list [%u][%u] loops", o, t);
-                p = s->fr_next[p];
+                p = s->fr[p].next;
             } while (p != h);
             if (n != counts[o][t] || n != s->nr_free[o][t])
                 return fail(err, len, "order %u type %s: list has %llu, frames say %llu, counter says %llu", o,
@@ -105,6 +106,8 @@ static int check_blocks(const sim_t *s, const recount_t *rc, char *err, size_t l
             return fail(err, len, "pageblock %u counters free/kernel/movable %u/%u/%u, recount %u/%u/%u", b,
                         p->free_pages, p->kernel_pages, p->movable_pages, rc[b].free_pages, rc[b].kernel_pages,
                         rc[b].movable_pages);
+        if (p->alloc_heads != rc[b].heads)
+            return fail(err, len, "pageblock %u counts %u allocated heads, recount %u", b, p->alloc_heads, rc[b].heads);
         if (p->label >= SIM_NR_MT) return fail(err, len, "pageblock %u has label %u", b, p->label);
         labels[p->label]++;
         hybrid += p->kernel_pages && p->movable_pages;

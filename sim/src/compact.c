@@ -16,7 +16,10 @@
  * Illuminator the migrate scanner skips every block that holds kernel
  * pages (MIXED and kernel blocks) in both modes, and MIXED blocks are also
  * free targets. Skip hints (a block that yielded nothing is skipped until
- * the scanners meet) and cached scanner positions follow Linux.
+ * the scanners have met and kswapd has found free memory above the high
+ * watermark again), cached scanner positions, and compaction_suitable()
+ * (free >= low watermark + 2^(order+1), fragmentation index > 500) follow
+ * Linux.
  *
  * Invariant: when compact_zone() returns, no frame is left isolated. */
 #include "sim_internal.h"
@@ -58,7 +61,7 @@ static bool migrate_source_ok(const sim_t *s, uint32_t b, bool sync) {
 
 static bool free_target_ok(const sim_t *s, uint32_t b) {
     uint32_t first = b << SIM_PAGEBLOCK_ORDER;
-    uint8_t st = s->fr_state[first];
+    uint8_t st = s->fr[first].state;
     if ((st & FR_FREE) && FR_ORDER(st) >= SIM_PAGEBLOCK_ORDER) return false;
     unsigned label = s->pb[b].label;
     return label == SIM_MOVABLE || (s->cfg.policy == SIM_ILLUMINATOR && label == SIM_MIXED);
@@ -78,11 +81,11 @@ static uint32_t isolate_migratepages(sim_t *s, cc_t *cc) {
         if ((!cc->ignore_skip && s->pb[b].skip) || !migrate_source_ok(s, b, cc->sync)) continue;
         uint32_t end = (b + 1) << SIM_PAGEBLOCK_ORDER, isolated = 0, pfn = low;
         while (pfn < end && cc->n_mig < COMPACT_CLUSTER_MAX) {
-            uint8_t st = s->fr_state[pfn];
+            uint8_t st = s->fr[pfn].state;
             s->st.compact_mig_scanned++;
             if (st & FR_ALLOC) {
-                if (FR_ORDER(st) == 0 && s->fr_type[pfn] == SIM_MOVABLE && s->fr_owner[pfn] != NIL) {
-                    s->cc_mig[cc->n_mig++] = s->fr_owner[pfn];
+                if (FR_ORDER(st) == 0 && s->fr[pfn].type == SIM_MOVABLE && s->fr[pfn].owner != NIL) {
+                    s->cc_mig[cc->n_mig++] = s->fr[pfn].owner;
                     isolated++;
                 }
                 pfn += 1u << FR_ORDER(st);
@@ -104,14 +107,15 @@ static uint32_t isolate_migratepages(sim_t *s, cc_t *cc) {
 /* Takes the free block at pfn out of the buddy lists as isolated order-0
  * frames (accounted as movable until used or released). */
 static uint32_t isolate_free_block(sim_t *s, cc_t *cc, uint32_t pfn) {
-    unsigned order = FR_ORDER(s->fr_state[pfn]);
+    unsigned order = FR_ORDER(s->fr[pfn].state);
     uint32_t n = 1u << order;
     list_del(s, pfn);
     block_account(s, pfn, order, SIM_MOVABLE, +1);
+    s->pb[pfn_block(pfn)].alloc_heads += (uint16_t)n;
     for (uint32_t i = 0; i < n; i++) {
-        s->fr_state[pfn + i] = FR_ALLOC;   /* order 0, no owner: isolated */
-        s->fr_type[pfn + i] = SIM_MOVABLE;
-        s->fr_owner[pfn + i] = NIL;
+        s->fr[pfn + i].state = FR_ALLOC;   /* order 0, no owner: isolated */
+        s->fr[pfn + i].type = SIM_MOVABLE;
+        s->fr[pfn + i].owner = NIL;
         s->cc_free[cc->n_free++] = pfn + i;
     }
     return n;
@@ -125,8 +129,15 @@ static void isolate_freepages(sim_t *s, cc_t *cc, uint32_t need) {
     for (; b >= (int64_t)low_block; b--, start = (uint32_t)b << SIM_PAGEBLOCK_ORDER) {
         if ((!cc->ignore_skip && s->pb[b].skip) || !free_target_ok(s, (uint32_t)b)) continue;
         uint32_t end = ((uint32_t)b + 1) << SIM_PAGEBLOCK_ORDER, pfn = start, isolated = 0;
+        if (s->pb[b].free_pages == 0 && start == ((uint32_t)b << SIM_PAGEBLOCK_ORDER)) {
+            /* Nothing to isolate: count the positions the walk below would
+             * visit (every head; all 512 frames of an order-10 tail half)
+             * without walking them. */
+            s->st.compact_free_scanned += s->pb[b].alloc_heads ? s->pb[b].alloc_heads : SIM_PAGEBLOCK_PAGES;
+            pfn = end;
+        }
         while (pfn < end && cc->n_free < need) {
-            uint8_t st = s->fr_state[pfn];
+            uint8_t st = s->fr[pfn].state;
             s->st.compact_free_scanned++;
             if (st & FR_FREE) { uint32_t n = isolate_free_block(s, cc, pfn); isolated += n; pfn += n; }
             else if (st & FR_ALLOC) pfn += 1u << FR_ORDER(st);
@@ -145,12 +156,13 @@ static void isolate_freepages(sim_t *s, cc_t *cc, uint32_t need) {
 
 /* Moves allocation h (movable, order 0) into isolated frame dst. */
 static void migrate_one(sim_t *s, uint32_t h, uint32_t dst) {
-    uint32_t src = s->h_pfn[h];
-    s->fr_owner[dst] = h;
-    s->h_pfn[h] = dst;
+    uint32_t src = s->hd[h].pfn;
+    s->fr[dst].owner = h;
+    s->hd[h].pfn = dst;
     if (s->pb[pfn_block(src)].kernel_pages) s->st.compact_wasted++;
     block_account(s, src, 0, SIM_MOVABLE, -1);
-    s->fr_state[src] = 0;
+    s->pb[pfn_block(src)].alloc_heads--;
+    s->fr[src].state = 0;
     buddy_free(s, src, 0);
     s->st.compact_migrated++;
 }
@@ -161,7 +173,8 @@ static void release_isolated(sim_t *s, cc_t *cc) {
         uint32_t pfn = s->cc_free[--cc->n_free];
         if (pfn > highest) highest = pfn;
         block_account(s, pfn, 0, SIM_MOVABLE, -1);
-        s->fr_state[pfn] = 0;
+        s->pb[pfn_block(pfn)].alloc_heads--;
+        s->fr[pfn].state = 0;
         buddy_free(s, pfn, 0);
     }
     if (highest > cc->free_pfn) cc->free_pfn = highest & ~(SIM_PAGEBLOCK_PAGES - 1);
@@ -185,7 +198,7 @@ static bool migrate_isolated(sim_t *s, cc_t *cc) {
 static int compaction_suitable(sim_t *s, int order) {
     if (order < 0) return COMPACT_COMPLETE;
     if (compact_free_block_ready(s, (unsigned)order)) return COMPACT_SUCCESS;
-    if (s->st.free_pages < (2ull << order)) return COMPACT_SKIPPED;
+    if (s->st.free_pages < s->wmark[1] + (2ull << order)) return COMPACT_SKIPPED;
     int fi = fragmentation_index(s, (unsigned)order);
     if (fi >= 0 && fi <= EXTFRAG_THRESHOLD) return COMPACT_SKIPPED;
     return COMPACT_COMPLETE;
@@ -204,6 +217,10 @@ int compact_zone(sim_t *s, int order, bool sync) {
         cc.migrate_pfn = 0;
         cc.free_pfn = last_block_pfn;
     } else {
+        if (s->blockskip_flush && s->st.free_pages >= s->wmark[2]) {
+            clear_skip_hints(s);   /* what kswapd does when it goes to sleep */
+            s->blockskip_flush = false;
+        }
         cc.migrate_pfn = s->cached_migrate_pfn[sync];
         cc.free_pfn = s->cached_free_pfn;
     }
@@ -212,7 +229,7 @@ int compact_zone(sim_t *s, int order, bool sync) {
         if (scanners_met(&cc)) {
             s->cached_migrate_pfn[0] = s->cached_migrate_pfn[1] = 0;
             s->cached_free_pfn = last_block_pfn;
-            clear_skip_hints(s);
+            s->blockskip_flush = true;
             release_isolated(s, &cc);
             return r;
         }

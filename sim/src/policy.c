@@ -102,7 +102,7 @@ static uint32_t pick_most_free(const sim_t *s, unsigned order, const uint8_t *ty
             do {
                 int f = s->pb[pfn_block(p)].free_pages;
                 if (f > best_free) { best_free = f; best = p; *found = (unsigned)o; }
-                p = s->fr_next[p];
+                p = s->fr[p].next;
             } while (p != h && ++n < LOOKUP_PER_LIST);
         }
     return best;
@@ -110,7 +110,7 @@ static uint32_t pick_most_free(const sim_t *s, unsigned order, const uint8_t *ty
 
 static uint32_t illum_fallback(sim_t *s, unsigned order, unsigned type) {
     uint32_t pfn = buddy_take_smallest(s, order, SIM_MIXED);
-    if (pfn != NIL) { s->st.fallbacks++; return pfn; }
+    if (pfn != NIL) return pfn;   /* MIXED serves every type: not a fallback */
     unsigned found = 0;
     if (mt_is_kernel(type)) {
         unsigned other = type == SIM_UNMOVABLE ? SIM_RECLAIMABLE : SIM_UNMOVABLE;

@@ -7,7 +7,7 @@
  * request and compaction advances the clock by one, sim_advance() by N. An
  * RCU-deferred allocation stays allocated until clock >= its deadline.
  * Invariant: a handle is FREE, LIVE or DEFERRED; a LIVE or DEFERRED handle
- * owns exactly the frames of its block (h_pfn, h_order), and at most
+ * owns exactly the frames of its block (hd[h].pfn, hd[h].order), and at most
  * nr_frames handles exist, since each owns at least one frame. */
 #include <stdlib.h>
 #include <string.h>
@@ -35,17 +35,23 @@ sim_t *sim_create(const sim_config_t *cfg, char *err, size_t err_len) {
     s->nr_blocks = s->nr_frames / SIM_PAGEBLOCK_PAGES;
     if (buddy_init(s)) goto oom;
     uint32_t n = s->nr_frames;
-    s->h_pfn = malloc((size_t)n * sizeof(uint32_t));
-    s->h_order = calloc(n, 1);
-    s->h_type = calloc(n, 1);
-    s->h_state = calloc(n, 1);
+    s->hd = calloc(n, sizeof(handle_t));
     s->rcu = malloc((size_t)n * sizeof(rcu_entry_t));
     s->cc_free = malloc((size_t)(n + 1024) * sizeof(uint32_t));
     s->cc_mig = malloc(64 * sizeof(uint32_t));
-    if (!s->h_pfn || !s->h_order || !s->h_type || !s->h_state || !s->rcu || !s->cc_free || !s->cc_mig) goto oom;
-    for (uint32_t i = 0; i < n; i++) s->h_pfn[i] = i + 1 < n ? i + 1 : NIL;
+    if (!s->hd || !s->rcu || !s->cc_free || !s->cc_mig) goto oom;
+    for (uint32_t i = 0; i < n; i++) s->hd[i].pfn = i + 1 < n ? i + 1 : NIL;
     s->h_free = 0;
     s->cached_free_pfn = (s->nr_blocks - 1) << SIM_PAGEBLOCK_ORDER;
+    /* min_free_kbytes = sqrt(16 * memory in KiB), within [128 KiB, 64 MiB];
+     * low = min + min/4, high = min + min/2 (Linux 4.5) */
+    uint64_t kb = cfg->mem_mib * 1024, min_kb = 1;
+    while ((min_kb + 1) * (min_kb + 1) <= kb * 16) min_kb++;
+    if (min_kb < 128) min_kb = 128;
+    if (min_kb > 65536) min_kb = 65536;
+    s->wmark[0] = min_kb / 4;
+    s->wmark[1] = s->wmark[0] + s->wmark[0] / 4;
+    s->wmark[2] = s->wmark[0] + s->wmark[0] / 2;
     return s;
 oom:
     snprintf(err, err_len, "out of memory creating a %llu MiB simulator", (unsigned long long)cfg->mem_mib);
@@ -56,20 +62,21 @@ oom:
 void sim_destroy(sim_t *s) {
     if (!s) return;
     buddy_fini(s);
-    free(s->h_pfn); free(s->h_order); free(s->h_type); free(s->h_state);
+    free(s->hd);
     free(s->rcu); free(s->cc_free); free(s->cc_mig);
     free(s);
 }
 
 static void release(sim_t *s, uint32_t h) {
-    uint32_t pfn = s->h_pfn[h];
-    unsigned order = s->h_order[h], type = s->h_type[h];
+    uint32_t pfn = s->hd[h].pfn;
+    unsigned order = s->hd[h].order, type = s->hd[h].type;
     block_account(s, pfn, order, type, -1);
-    s->fr_state[pfn] = 0;
+    s->pb[pfn_block(pfn)].alloc_heads--;
+    s->fr[pfn].state = 0;
     buddy_free(s, pfn, order);
     policy_after_free(s, pfn, order, type);
-    s->h_state[h] = H_FREE;
-    s->h_pfn[h] = s->h_free;
+    s->hd[h].state = H_FREE;
+    s->hd[h].pfn = s->h_free;
     s->h_free = h;
 }
 
@@ -97,7 +104,7 @@ bool policy_prudence_flush(sim_t *s) {
     s->st.prudence_flushes++;
     while (s->rcu_len) {
         uint32_t h = s->rcu[s->rcu_head].handle;
-        s->st.prudence_pages += 1u << s->h_order[h];
+        s->st.prudence_frees++;
         release(s, h);
         s->rcu_head = s->rcu_head + 1 == s->nr_frames ? 0 : s->rcu_head + 1;
         s->rcu_len--;
@@ -108,15 +115,16 @@ bool policy_prudence_flush(sim_t *s) {
 
 static sim_handle_t finish_alloc(sim_t *s, uint32_t pfn, unsigned order, unsigned type) {
     uint32_t h = s->h_free;
-    s->h_free = s->h_pfn[h];
-    s->h_pfn[h] = pfn;
-    s->h_order[h] = (uint8_t)order;
-    s->h_type[h] = (uint8_t)type;
-    s->h_state[h] = H_LIVE;
-    s->fr_state[pfn] = (uint8_t)(FR_ALLOC | order);
-    s->fr_type[pfn] = (uint8_t)type;
-    s->fr_owner[pfn] = h;
+    s->h_free = s->hd[h].pfn;
+    s->hd[h].pfn = pfn;
+    s->hd[h].order = (uint8_t)order;
+    s->hd[h].type = (uint8_t)type;
+    s->hd[h].state = H_LIVE;
+    s->fr[pfn].state = (uint8_t)(FR_ALLOC | order);
+    s->fr[pfn].type = (uint8_t)type;
+    s->fr[pfn].owner = h;
     block_account(s, pfn, order, type, +1);
+    s->pb[pfn_block(pfn)].alloc_heads++;
     return h;
 }
 
@@ -146,7 +154,7 @@ sim_handle_t sim_alloc_huge(sim_t *s) {
     return finish_alloc(s, pfn, SIM_HUGE_ORDER, SIM_MOVABLE);
 }
 
-static bool handle_live(const sim_t *s, sim_handle_t h) { return h < s->nr_frames && s->h_state[h] == H_LIVE; }
+static bool handle_live(const sim_t *s, sim_handle_t h) { return h < s->nr_frames && s->hd[h].state == H_LIVE; }
 
 void sim_free(sim_t *s, sim_handle_t h) {
     tick(s);
@@ -160,7 +168,7 @@ void sim_free_rcu(sim_t *s, sim_handle_t h) {
     if (!handle_live(s, h)) return;
     s->st.frees++;
     s->st.rcu_deferred++;
-    s->h_state[h] = H_DEFERRED;
+    s->hd[h].state = H_DEFERRED;
     uint32_t slot = s->rcu_head + s->rcu_len;
     if (slot >= s->nr_frames) slot -= s->nr_frames;
     s->rcu[slot].handle = h;
@@ -174,10 +182,18 @@ void sim_compact_all(sim_t *s) {
 }
 
 uint32_t sim_handle_pfn(const sim_t *s, sim_handle_t h) {
-    return h < s->nr_frames && s->h_state[h] != H_FREE ? s->h_pfn[h] : NIL;
+    return h < s->nr_frames && s->hd[h].state != H_FREE ? s->hd[h].pfn : NIL;
+}
+
+void sim_watermarks(const sim_t *s, uint64_t *min_pages, uint64_t *low_pages, uint64_t *high_pages) {
+    *min_pages = s->wmark[0];
+    *low_pages = s->wmark[1];
+    *high_pages = s->wmark[2];
 }
 
 void sim_get_stats(const sim_t *s, sim_stats_t *st) { *st = s->st; }
+uint64_t sim_now(const sim_t *s) { return s->st.clock_ops; }
+uint64_t sim_free_pages(const sim_t *s) { return s->st.free_pages; }
 
 void sim_block_info(const sim_t *s, uint32_t block, sim_block_info_t *out) {
     memset(out, 0, sizeof *out);

@@ -28,7 +28,22 @@ typedef struct {
     uint16_t free_pages;
     uint16_t kernel_pages;
     uint16_t movable_pages;
+    uint16_t alloc_heads;  /* allocated-block heads (and isolated frames) in it */
 } pageblock_t;
+
+/* One frame's record: 16 bytes, so touching a frame costs one cache line. */
+typedef struct {
+    uint32_t next, prev;  /* free head: circular free list links */
+    uint32_t owner;       /* alloc head: its handle (NIL: isolated by compaction) */
+    uint8_t state;        /* FR_FREE|order, FR_ALLOC|order, or 0 inside a block */
+    uint8_t type;         /* free head: its list; alloc head: its type */
+    uint8_t pad[2];
+} frame_t;
+
+typedef struct {
+    uint32_t pfn;         /* live: head frame; free: next free handle */
+    uint8_t order, type, state, pad;
+} handle_t;
 
 typedef struct {
     uint32_t handle, pad;
@@ -39,23 +54,21 @@ struct sim {
     sim_config_t cfg;
     uint32_t nr_frames, nr_blocks;
     /* frames */
-    uint8_t *fr_state;    /* FR_FREE|order, FR_ALLOC|order, or 0 inside a block */
-    uint8_t *fr_type;     /* free head: its list; alloc head: its type */
-    uint32_t *fr_next, *fr_prev;  /* circular free lists through free heads */
-    uint32_t *fr_owner;   /* alloc head: its handle */
+    frame_t *fr;
     uint32_t head[SIM_MAX_ORDER][SIM_NR_MT];
     uint64_t nr_free[SIM_MAX_ORDER][SIM_NR_MT];
     uint64_t nr_free_order[SIM_MAX_ORDER];
     pageblock_t *pb;
     /* handles */
-    uint32_t *h_pfn;      /* live: head frame; free: next free handle */
-    uint8_t *h_order, *h_type, *h_state;
+    handle_t *hd;
     uint32_t h_free;
     /* RCU deferred frees: a FIFO ring (deadlines are increasing) */
     rcu_entry_t *rcu;
     uint32_t rcu_head, rcu_len;
     /* compaction scanner state */
     uint32_t cached_migrate_pfn[2], cached_free_pfn;
+    bool blockskip_flush;  /* scanners met: kswapd clears skip hints once free >= high */
+    uint64_t wmark[3];     /* min, low, high watermarks in pages (Linux's formulas) */
     uint32_t *cc_free;    /* isolated free frames (targets) */
     uint32_t *cc_mig;     /* isolated movable handles */
     sim_stats_t st;
@@ -63,7 +76,6 @@ struct sim {
 
 static inline bool mt_is_kernel(unsigned t) { return t == SIM_UNMOVABLE || t == SIM_RECLAIMABLE; }
 static inline uint32_t pfn_block(uint32_t pfn) { return pfn >> SIM_PAGEBLOCK_ORDER; }
-static inline bool fr_is_free(const sim_t *s, uint32_t pfn) { return (s->fr_state[pfn] & FR_FREE) != 0; }
 
 /* buddy.c: frames, lists and counters */
 int buddy_init(sim_t *s);

@@ -121,9 +121,9 @@ static void checker_catches(void) {
     s->pb[pfn_block(pfn)].kernel_pages++;
     CHECK(sim_check(s, err, sizeof err) != 0 && strstr(err, "pageblock"), "counter corruption: %s", err);
     s->pb[pfn_block(pfn)].kernel_pages--;
-    s->fr_state[pfn] |= FR_FREE;
+    s->fr[pfn].state |= FR_FREE;
     CHECK(sim_check(s, err, sizeof err) != 0 && strstr(err, "both free and allocated"), "free+alloc: %s", err);
-    s->fr_state[pfn] &= (uint8_t)~FR_FREE;
+    s->fr[pfn].state &= (uint8_t)~FR_FREE;
     s->nr_free[3][SIM_MOVABLE]++;
     CHECK(sim_check(s, err, sizeof err) != 0, "list count: %s", err);
     s->nr_free[3][SIM_MOVABLE]--;
@@ -133,8 +133,8 @@ static void checker_catches(void) {
     sim_handle_t a = sim_alloc(s, 0, SIM_MOVABLE), b = sim_alloc(s, 0, SIM_MOVABLE);
     uint32_t pa = sim_handle_pfn(s, a), pb = sim_handle_pfn(s, b);
     block_account(s, pa, 0, SIM_MOVABLE, -1); block_account(s, pb, 0, SIM_MOVABLE, -1);
-    s->fr_state[pa] = s->fr_state[pb] = 0;
-    s->h_state[a] = s->h_state[b] = 0;
+    s->fr[pa].state = s->fr[pb].state = 0;
+    s->hd[a].state = s->hd[b].state = 0;
     list_add(s, pa, 0, SIM_MOVABLE, false); list_add(s, pb, 0, SIM_MOVABLE, false);
     CHECK(sim_check(s, err, sizeof err) != 0 && strstr(err, "not coalesced"), "uncoalesced: %s", err);
     sim_destroy(s);

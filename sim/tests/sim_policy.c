@@ -190,8 +190,8 @@ static void rcu_and_prudence(int prudence) {
     sim_handle_t u = sim_alloc(s, 0, SIM_UNMOVABLE);
     sim_get_stats(s, &st);
     if (prudence) {
-        CHECK(u != SIM_NO_HANDLE && st.prudence_pages == 10 && st.rcu_reclaimed == 10,
-              "prudence: deferred frames reclaimed before falling back (%llu)", (unsigned long long)st.prudence_pages);
+        CHECK(u != SIM_NO_HANDLE && st.prudence_frees == 10 && st.rcu_reclaimed == 10,
+              "prudence: deferred frames reclaimed before falling back (%llu)", (unsigned long long)st.prudence_frees);
         CHECK(st.fallbacks == fallbacks_before, "prudence: no fallback");
     } else {
         CHECK(u == SIM_NO_HANDLE && st.rcu_reclaimed == 0, "no prudence: the request fails while frames wait");
