@@ -63,7 +63,7 @@ static void slab_release(hpm_span_t *s) {
 
 static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     const hpm_class_t *k = &_hpm_classes[cls];
-    uint64_t colours = k->block_bytes <= 1024 ? h->colour_mask : 0;
+    uint64_t colours = k->block_bytes <= HPM_COLOUR_MAX_BLOCK ? h->colour_mask : 0;
     size_t pages = colours ? 1 : k->slab_pages;
     pthread_mutex_lock(&_hpm_ph.lock);
     hpm_span_t *s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_SLAB, colours);
@@ -102,6 +102,7 @@ static void heap_sweep_delayed(hpm_heap_t *h) {
  * free block (as current) or NULL. */
 static hpm_span_t *heap_adopt(hpm_heap_t *h, unsigned cls) {
     if (!__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED)) return NULL;
+    if (h->colour_mask && _hpm_classes[cls].block_bytes <= HPM_COLOUR_MAX_BLOCK) return NULL;  /* colours unknown */
     hpm_span_t *got = NULL;
     pthread_mutex_lock(&abandoned_lock);
     for (int tries = 0; tries < 8 && !got; tries++) {

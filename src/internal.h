@@ -43,6 +43,7 @@
 #define HPM_SMALL_MAX_BYTES ((size_t)32 * 1024)  /* larger: page spans */
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
 #define HPM_MIN_ALIGN 16
+#define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
 
 typedef struct {
     uint32_t block_bytes;
