@@ -30,7 +30,8 @@ static void stat_usage(FILE *f) {
         "  hpmalloc processes) the allocator's counters. See docs/stat.md.\n"
         "  --json          one JSON object per report\n"
         "  --detail        JSON: every region, and file mappings too\n"
-        "  --interval S    hot/cold sampling interval in seconds (default 1)\n"
+        "  --interval S    hot/cold sampling interval in seconds (default: 1, raised\n"
+        "                  automatically so that sampling costs under 2%% of one core)\n"
         "  --rounds N      hot/cold intervals per report (default 5, 0 = skip)\n"
         "  --sample P      scan only P%% of the 2 MiB regions, chosen at random (default 100)\n"
         "  --watch S       report again every S seconds until the process exits\n"
@@ -82,11 +83,16 @@ static int report_fail(const stat_report_t *r, const char *what, int err, int qu
     return REPORT_ERROR;
 }
 
-/* Hot/cold rounds; a process that stops midway keeps the rounds done. */
-static int report_hot(stat_report_t *r, const stat_opts_t *o, int quiet) {
+/* Hot/cold rounds; a process that stops midway keeps the rounds done.
+ * Without --interval the interval starts at 1 s and is raised so that the
+ * whole report (region scan included) costs at most STAT_COST_BUDGET of
+ * one core: interval >= (scan CPU / rounds + CPU of one round) / budget. */
+static int report_hot(stat_report_t *r, const stat_opts_t *o, double scan_cpu_s, int quiet) {
     r->rounds = 0;
     r->wpd = -1;
+    double slept = 0;
     for (int k = 0; k < o->rounds && k < STAT_MAX_ROUNDS; k++) {
+        double c0 = cpu_s();
         int err = stat_clear_refs(r->pid);
         if (err == -EACCES || err == -EPERM) {
             stat_note_missing(r, "cannot write /proc/%d/clear_refs (%s): hot/cold needs the process's uid or root",
@@ -94,10 +100,17 @@ static int report_hot(stat_report_t *r, const stat_opts_t *o, int quiet) {
             return REPORT_OK;
         }
         if (err) return report_fail(r, "clearing its access bits", err, quiet);
-        sleep_s(o->interval_s);
+        double interval = o->interval_s;
+        if (o->interval_auto) {   /* a round costs about two clear_refs-sized walks */
+            double need = (scan_cpu_s / o->rounds + 2 * (cpu_s() - c0)) / STAT_COST_BUDGET;
+            if (need > interval) interval = need;
+        }
+        sleep_s(interval);
+        slept += interval;
         err = stat_hot_round(r);
         if (err) return report_fail(r, "reading Referenced from smaps", err, quiet);
         r->rounds++;
+        r->interval_s = slept / r->rounds;
         stat_hot_classify(r);
     }
     return REPORT_OK;
@@ -115,7 +128,7 @@ static int report_once(stat_report_t *r, const stat_opts_t *o, int quiet) {
     if ((err = stat_scan_regions(r, o)) != 0) return report_fail(r, "/proc/PID/pagemap", err, quiet);
     if ((err = stat_read_rollup(r)) != 0) return report_fail(r, "/proc/PID/smaps_rollup", err, quiet);
     stat_read_alloc(r);
-    int st = report_hot(r, o, quiet);
+    int st = report_hot(r, o, cpu_s() - c0, quiet);
     r->cost_wall_s = now_s() - t0;
     r->cost_cpu_s = cpu_s() - c0;
     return st;
@@ -198,7 +211,7 @@ static int parse_num(const char *s, double lo, double hi, double *out) {
 }
 
 int hpm_cmd_stat(int argc, char **argv) {
-    stat_opts_t o = {.interval_s = 1.0, .rounds = 5, .sample_pct = 100, .top = 5};
+    stat_opts_t o = {.interval_s = 1.0, .interval_auto = 1, .rounds = 5, .sample_pct = 100, .top = 5};
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];
@@ -210,7 +223,7 @@ int hpm_cmd_stat(int argc, char **argv) {
         if (!strcmp(a, "--colours") || !strcmp(a, "--colors")) { o.colours = 1; continue; }
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = val != NULL;
-        if (!strcmp(a, "--interval")) ok = ok && !parse_num(val, 0.001, 3600, &o.interval_s);
+        if (!strcmp(a, "--interval")) { ok = ok && !parse_num(val, 0.001, 3600, &o.interval_s); o.interval_auto = 0; }
         else if (!strcmp(a, "--rounds")) { ok = ok && !parse_num(val, 0, STAT_MAX_ROUNDS, &v); o.rounds = (int)v; }
         else if (!strcmp(a, "--sample")) ok = ok && !parse_num(val, 0.01, 100, &o.sample_pct);
         else if (!strcmp(a, "--watch")) ok = ok && !parse_num(val, 0.001, 86400, &o.watch_s);

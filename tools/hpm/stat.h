@@ -18,6 +18,7 @@
 #define STAT_HOT_CLASSES 5
 #define STAT_MAX_ROUNDS 64
 #define STAT_MISSING_MAX 8
+#define STAT_COST_BUDGET 0.018  /* auto interval: at most 1.8% of one core */
 
 /* Region states, one character each in the map. */
 enum {
@@ -98,6 +99,7 @@ typedef struct {
 typedef struct {
     int json, detail, colours;
     double interval_s;       /* hot/cold interval */
+    int interval_auto;       /* no --interval: raise it to keep the cost within budget */
     int rounds;              /* hot/cold intervals per report (0 = skip) */
     double sample_pct;       /* percentage of 2 MiB regions scanned */
     double watch_s;          /* 0 = one report */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include "stat.h"
 
@@ -48,6 +49,7 @@ typedef struct {
     struct rg_page_region *huge; /* PMD-mapped ranges of the current mapping */
     size_t n_huge, cap_huge;
     uint64_t rng;
+    uint64_t zero_pfn;           /* PFN of the shared zero page (root), 0 = unknown */
     uint64_t last_hp;            /* last region added to the sums (regions can span mappings) */
     int have_last;
 } rg_ctx_t;
@@ -100,19 +102,22 @@ static int rg_is_pmd_huge(const rg_ctx_t *c, uint64_t hp) {
     return 0;
 }
 
-/* Root: reads kpageflags of the present pages in runs of consecutive PFNs,
- * counting THP and zero-page frames; returns 1 when the region looks like
- * one PMD-sized THP (used when PAGEMAP_SCAN is missing). */
+/* Root: reads kpageflags of the present pages in runs of consecutive
+ * PFNs (a frame alone cannot belong to a PMD-sized THP, so runs of one are
+ * skipped: that keeps 4 KiB-mapped memory cheap), counting THP frames;
+ * zero pages are recognised by their PFN. Returns 1 when the region looks
+ * like one PMD-sized THP (used when PAGEMAP_SCAN is missing). */
 static int rg_kpageflags(rg_ctx_t *c, const uint64_t *pm, int n, stat_region_t *g) {
     uint64_t flags[STAT_PAGES_PER_HP];
     int contiguous = n == STAT_PAGES_PER_HP;
     for (int i = 0; i < n;) {
-        if (!(pm[i] & PM_PRESENT) || !(pm[i] & PM_PFN_MASK)) { contiguous = 0; i++; continue; }
+        uint64_t pfn = pm[i] & PM_PFN_MASK;
+        if (!(pm[i] & PM_PRESENT) || !pfn) { contiguous = 0; i++; continue; }
+        if (c->zero_pfn && pfn == c->zero_pfn) g->zero_pages++;
         int j = i + 1;
         while (j < n && (pm[j] & PM_PRESENT) && (pm[j] & PM_PFN_MASK) == (pm[j - 1] & PM_PFN_MASK) + 1) j++;
-        if (j < n || i > 0) contiguous &= (i == 0 && j == n);
-        uint64_t pfn = pm[i] & PM_PFN_MASK;
-        if (rg_pread_all(c->kpf_fd, flags, (size_t)(j - i) * 8, (off_t)(pfn * 8)) == 0) {
+        if (i != 0 || j != n) contiguous = 0;
+        if (j - i >= 2 && rg_pread_all(c->kpf_fd, flags, (size_t)(j - i) * 8, (off_t)(pfn * 8)) == 0) {
             for (int k = 0; k < j - i; k++) {
                 g->thp_pages += (flags[k] >> KPF_THP_BIT) & 1;
                 g->zero_pages += (flags[k] >> KPF_ZERO_BIT) & 1;
@@ -136,6 +141,24 @@ static uint8_t rg_state(const stat_region_t *g, int clipped) {
     return ST_SPLIT;
 }
 
+/* A PMD-mapped region has one entry's worth of information: read the
+ * first pagemap entry and (root) the head frame's flags only. */
+static int rg_region_pmd(rg_ctx_t *c, uint64_t hp, stat_region_t *g) {
+    uint64_t e, flags;
+    int err = rg_pread_all(c->pm_fd, &e, 8, (off_t)(hp / STAT_PAGE_BYTES * 8));
+    if (err) return err;
+    g->present = STAT_PAGES_PER_HP;
+    if (e & PM_EXCLUSIVE) g->exclusive = STAT_PAGES_PER_HP; else g->shared = STAT_PAGES_PER_HP;
+    g->pmd_huge = 1;
+    uint64_t pfn = e & PM_PFN_MASK;
+    if (c->kpf_fd >= 0 && pfn && rg_pread_all(c->kpf_fd, &flags, 8, (off_t)(pfn * 8)) == 0) {
+        if ((flags >> KPF_THP_BIT) & 1) g->thp_pages = STAT_PAGES_PER_HP;
+        if ((flags >> KPF_ZERO_BIT) & 1) g->zero_pages = STAT_PAGES_PER_HP;   /* the huge zero page */
+    }
+    g->state = rg_state(g, 0);
+    return 0;
+}
+
 /* Classifies one region [lo, hi) (inside hp .. hp+2MiB). */
 static int rg_region(rg_ctx_t *c, uint64_t hp, uint64_t lo, uint64_t hi, stat_region_t *g) {
     uint64_t pm[STAT_PAGES_PER_HP];
@@ -143,6 +166,8 @@ static int rg_region(rg_ctx_t *c, uint64_t hp, uint64_t lo, uint64_t hi, stat_re
     memset(g, 0, sizeof *g);
     g->addr = hp;
     g->pages = (uint16_t)n;
+    int clipped = n != STAT_PAGES_PER_HP;
+    if (!clipped && c->scan_ok && rg_is_pmd_huge(c, hp)) return rg_region_pmd(c, hp, g);
     int err = rg_pread_all(c->pm_fd, pm, (size_t)n * 8, (off_t)(lo / STAT_PAGE_BYTES * 8));
     if (err) return err;
     for (int i = 0; i < n; i++) {
@@ -153,13 +178,27 @@ static int rg_region(rg_ctx_t *c, uint64_t hp, uint64_t lo, uint64_t hi, stat_re
             g->swapped++;
         }
     }
-    int clipped = n != STAT_PAGES_PER_HP;
     int contiguous_thp = 0;
     if (c->kpf_fd >= 0 && g->present) contiguous_thp = rg_kpageflags(c, pm, n, g);
-    if (!clipped && g->present == STAT_PAGES_PER_HP)
-        g->pmd_huge = (uint8_t)(c->scan_ok ? rg_is_pmd_huge(c, hp) : contiguous_thp);
+    if (!clipped && g->present == STAT_PAGES_PER_HP && !c->scan_ok) g->pmd_huge = (uint8_t)contiguous_thp;
     g->state = rg_state(g, clipped);
     return 0;
+}
+
+/* The PFN of the shared zero page, learnt by reading an untouched page of
+ * our own (root only; 0 when unknown). */
+static uint64_t rg_zero_pfn(void) {
+    volatile char *p = mmap(NULL, STAT_PAGE_BYTES, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return 0;
+    (void)p[0];
+    uint64_t e = 0;
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (pread(fd, &e, 8, (off_t)((uintptr_t)p / STAT_PAGE_BYTES * 8)) != 8) e = 0;
+        close(fd);
+    }
+    munmap((void *)p, STAT_PAGE_BYTES);
+    return (e & PM_PRESENT) ? e & PM_PFN_MASK : 0;
 }
 
 static void rg_add(stat_region_sum_t *s, stat_mapping_t *m, const stat_region_t *g) {
@@ -235,7 +274,10 @@ int stat_scan_regions(stat_report_t *r, const stat_opts_t *o) {
                   .rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)r->pid};
     if (c.pm_fd < 0) return -errno;
     memset(&r->rsum, 0, sizeof r->rsum);
-    if (r->is_root) c.kpf_fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
+    if (r->is_root) {
+        c.kpf_fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
+        c.zero_pfn = rg_zero_pfn();
+    }
     r->kpageflags = c.kpf_fd >= 0;
     if (!r->is_root)
         stat_note_missing(r, "frame numbers and /proc/kpageflags need root (CAP_SYS_ADMIN): "
