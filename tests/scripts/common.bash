@@ -31,38 +31,38 @@ t_abort() {
 
 # Sets HPM_LIB_ABS to the library's absolute path, or stops with a failure.
 # When the library is hpmalloc (not a peer used while developing the tests),
-# also checks that it really preloads: a program run with HPM_STATS=1 prints
-# the allocator's "hpmalloc:" lines at exit, and ld.so does not complain.
+# also checks that it really preloads: a program that allocates (death ok),
+# run with HPM_STATS=1, prints the allocator's "hpmalloc:" lines at exit,
+# and ld.so does not complain.
 require_lib() {
     [[ -f $HPM_LIB ]] || t_abort "library $HPM_LIB not found (build it with make, or set HPM_LIB)"
     HPM_LIB_ABS=$(realpath "$HPM_LIB")
-    local err
-    err=$(HPM_STATS=1 LD_PRELOAD=$HPM_LIB_ABS /bin/true 2>&1 >/dev/null)
+    local err probe
+    probe=$(require_prog death) || t_abort "cannot build build/tests/progs/death"
+    err=$(HPM_STATS=1 LD_PRELOAD=$HPM_LIB_ABS "$probe" ok 2>&1 >/dev/null)
     if grep -q 'cannot be preloaded' <<<"$err"; then
         t_abort "ld.so cannot preload $HPM_LIB_ABS: $err"
     fi
     if is_hpmalloc; then
         grep -q '^hpmalloc:' <<<"$err" ||
-            t_abort "HPM_STATS=1 LD_PRELOAD=$HPM_LIB_ABS /bin/true printed no 'hpmalloc:' stats line"
+            t_abort "HPM_STATS=1 LD_PRELOAD=$HPM_LIB_ABS $probe ok printed no 'hpmalloc:' stats line"
     fi
     return 0
 }
 
 is_hpmalloc() { [[ $(basename "$HPM_LIB") == libhpmalloc* ]]; }
 
-# require_prog NAME: path of build/tests/progs/NAME, built when missing.
+# require_prog NAME: prints the path of build/tests/progs/NAME, building it
+# when missing; returns 1 when it cannot. Use: bin=$(require_prog x) || t_abort ...
 require_prog() {
     local bin=build/tests/progs/$1
-    [[ -x $bin ]] || make -s "$bin" >&2 || t_abort "cannot build $bin"
+    [[ -x $bin ]] || make -s "$bin" >&2 || return 1
     echo "$bin"
 }
 
 require_tool() {
     command -v "$1" >/dev/null 2>&1 || t_abort "$1 is not installed (tools/install-deps.sh test installs it)"
 }
-
-# on_hpm CMD...: runs CMD with the library preloaded.
-on_hpm() { LD_PRELOAD=$HPM_LIB_ABS "$@"; }
 
 # check_stats_seen FILE WHAT: a check that FILE (a stderr capture of a run
 # with HPM_STATS=1) holds the allocator's exit stats, i.e. the program

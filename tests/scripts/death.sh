@@ -10,7 +10,7 @@
 # Mode "ok" must exit 0 with nothing on stderr. Prints "N passed, N failed".
 source "$(dirname "$0")/common.bash"
 require_lib
-bin=$(require_prog death)
+bin=$(require_prog death) || t_abort "cannot build build/tests/progs/death"
 ulimit -c 0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -36,7 +36,7 @@ names_pointer() {
 
 run_mode() {
     local mode=$1 rc
-    on_hpm "$bin" "$mode" >"$tmp/out" 2>"$tmp/err"
+    LD_PRELOAD=$HPM_LIB_ABS "$bin" "$mode" >"$tmp/out" 2>"$tmp/err"
     rc=$?
     local nlines; nlines=$(grep -c '' "$tmp/err")
     if [[ $mode == ok ]]; then

@@ -7,7 +7,7 @@
 # status counts as a check inside forktest. Prints "N passed, N failed".
 source "$(dirname "$0")/common.bash"
 require_lib
-bin=$(require_prog forktest)
+bin=$(require_prog forktest) || t_abort "cannot build build/tests/progs/forktest"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -10,7 +10,7 @@
 # on hpmalloc. Prints "N passed, N failed".
 source "$(dirname "$0")/common.bash"
 require_lib
-bin=$(require_prog stress)
+bin=$(require_prog stress) || t_abort "cannot build build/tests/progs/stress"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
