@@ -64,7 +64,11 @@ static void slab_release(hpm_span_t *s) {
 static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     const hpm_class_t *k = &_hpm_classes[cls];
     uint64_t colours = k->block_bytes <= HPM_COLOUR_MAX_BLOCK ? h->colour_mask : 0;
-    size_t pages = colours ? 1 : k->slab_pages;
+    /* A heap's first slab of a class is small (at least 4 blocks), so a
+     * program that uses many classes a little still fits one hugepage. */
+    size_t first_pages = (4u * k->block_bytes + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
+    size_t pages = colours ? 1 : h->slabs_made[cls] ? k->slab_pages : first_pages;
+    if (h->slabs_made[cls] < 255) h->slabs_made[cls]++;
     pthread_mutex_lock(&_hpm_ph.lock);
     hpm_span_t *s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_SLAB, colours);
     pthread_mutex_unlock(&_hpm_ph.lock);
@@ -222,6 +226,7 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         h->current[c] = &_hpm_empty_span;
         h->avail[c] = h->full[c] = NULL;
+        h->slabs_made[c] = 0;
     }
     atomic_store(&h->delayed, 0);
     h->colour_mask = (uint64_t)_hpm_option(HPM_OPT_COLORS);

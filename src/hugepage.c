@@ -273,6 +273,8 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
     int other = kind == SPAN_SLAB ? SET_OTHER : SET_SLAB;
     hpm_hp_t *hp = _hpm_filler_find(ph, own, n_pages);
     if (!hp) hp = _hpm_filler_find(ph, SET_HYBRID, n_pages);
+    /* a tiny heap (one hugepage) mixes freely rather than back a second one */
+    if (!hp && ph->active_count <= HPM_TINY_HEAP_HP) hp = _hpm_filler_find(ph, other, n_pages);
     if (!hp) hp = hp_get_empty(ph);
     if (!hp) hp = _hpm_filler_find(ph, other, n_pages);   /* out of memory: pollute */
     if (!hp) return NULL;

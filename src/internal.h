@@ -43,6 +43,7 @@
 #define HPM_SMALL_MAX_BYTES ((size_t)32 * 1024)  /* larger: page spans */
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
 #define HPM_MIN_ALIGN 16
+#define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
 #define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
 
 typedef struct {
@@ -209,6 +210,7 @@ struct hpm_heap_s {
     hpm_span_t *avail[HPM_CLASSES];     /* slabs with free blocks (besides current) */
     hpm_span_t *full[HPM_CLASSES];      /* slabs with no free block when last looked at */
     int64_t used_bytes;                 /* this thread's net allocated bytes */
+    uint8_t slabs_made[HPM_CLASSES];    /* slabs taken per class, saturating at 255 */
     atomic_uint delayed;                /* remote frees that hit a full slab */
     uint64_t colour_mask;
     hpm_heap_t *next_all;               /* every heap ever made */
