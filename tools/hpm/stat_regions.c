@@ -31,6 +31,7 @@
 
 /* PAGEMAP_SCAN (include/uapi/linux/fs.h, Linux 6.7); Debian 12's headers predate it. */
 #define RG_PAGE_IS_PRESENT (1ull << 3)
+#define RG_PAGE_IS_SWAPPED (1ull << 4)
 #define RG_PAGE_IS_HUGE (1ull << 6)
 struct rg_page_region { uint64_t start, end, categories; };
 struct rg_scan_arg {
@@ -48,6 +49,8 @@ typedef struct {
     int scan_ok;                 /* PAGEMAP_SCAN usable */
     struct rg_page_region *huge; /* PMD-mapped ranges of the current mapping */
     size_t n_huge, cap_huge;
+    struct rg_page_region *mem;  /* present or swapped ranges of the current mapping */
+    size_t n_mem, cap_mem, mem_at;
     uint64_t rng;
     uint64_t zero_pfn;           /* PFN of the shared zero page (root), 0 = unknown */
     uint64_t last_hp;            /* last region added to the sums (regions can span mappings) */
@@ -70,30 +73,38 @@ static int rg_pread_all(int fd, void *buf, size_t bytes, off_t off) {
     return 0;
 }
 
-/* Fills c->huge with the PMD-mapped ranges inside [start, end). */
-static int rg_scan_huge(rg_ctx_t *c, uint64_t start, uint64_t end) {
-    size_t need = (end - start) / STAT_HP_BYTES + 2;
-    if (need > c->cap_huge) {
-        struct rg_page_region *g = realloc(c->huge, need * sizeof *g);
-        if (!g) return -ENOMEM;
-        c->huge = g;
-        c->cap_huge = need;
-    }
-    c->n_huge = 0;
+/* Collects the ranges of [start, end) whose pages have every category in
+ * mask and one in anyof (when non-zero) into *vec (grown as needed). */
+static int rg_scan(rg_ctx_t *c, uint64_t start, uint64_t end, uint64_t mask, uint64_t anyof,
+                   struct rg_page_region **vec, size_t *n_out, size_t *cap) {
+    *n_out = 0;
     uint64_t at = start;
     while (at < end) {
+        if (*n_out + 64 > *cap) {
+            size_t grow = *cap ? *cap * 2 : 256;
+            struct rg_page_region *g = realloc(*vec, grow * sizeof *g);
+            if (!g) return -ENOMEM;
+            *vec = g;
+            *cap = grow;
+        }
         struct rg_scan_arg a = {.size = sizeof a, .start = at, .end = end,
-                                .vec = (uint64_t)(uintptr_t)(c->huge + c->n_huge),
-                                .vec_len = c->cap_huge - c->n_huge,
-                                .category_mask = RG_PAGE_IS_HUGE | RG_PAGE_IS_PRESENT,
-                                .return_mask = RG_PAGE_IS_HUGE};
+                                .vec = (uint64_t)(uintptr_t)(*vec + *n_out), .vec_len = *cap - *n_out,
+                                .category_mask = mask, .category_anyof_mask = anyof,
+                                .return_mask = mask | anyof};
         long n = ioctl(c->pm_fd, RG_PAGEMAP_SCAN, &a);
         if (n < 0) return -errno;
-        c->n_huge += (size_t)n;
-        if (a.walk_end <= at || c->n_huge >= c->cap_huge) break;
+        *n_out += (size_t)n;
+        if (a.walk_end <= at || a.walk_end >= end) break;
         at = a.walk_end;
     }
     return 0;
+}
+
+/* True when some page of [lo, hi) is present or swapped (regions are asked
+ * in ascending order; c->mem_at is the cursor). */
+static int rg_has_memory(rg_ctx_t *c, uint64_t lo, uint64_t hi) {
+    while (c->mem_at < c->n_mem && c->mem[c->mem_at].end <= lo) c->mem_at++;
+    return c->mem_at < c->n_mem && c->mem[c->mem_at].start < hi;
 }
 
 static int rg_is_pmd_huge(const rg_ctx_t *c, uint64_t hp) {
@@ -168,6 +179,10 @@ static int rg_region(rg_ctx_t *c, uint64_t hp, uint64_t lo, uint64_t hi, stat_re
     g->pages = (uint16_t)n;
     int clipped = n != STAT_PAGES_PER_HP;
     if (!clipped && c->scan_ok && rg_is_pmd_huge(c, hp)) return rg_region_pmd(c, hp, g);
+    if (c->scan_ok && !rg_has_memory(c, lo, hi)) {   /* nothing there: no need to read */
+        g->state = rg_state(g, clipped);
+        return 0;
+    }
     int err = rg_pread_all(c->pm_fd, pm, (size_t)n * 8, (off_t)(lo / STAT_PAGE_BYTES * 8));
     if (err) return err;
     for (int i = 0; i < n; i++) {
@@ -236,7 +251,12 @@ static int rg_mapping(rg_ctx_t *c, stat_report_t *r, int mi, const stat_opts_t *
     if (o->detail) m->regions = calloc(m->n_regions, sizeof *m->regions);
     if (!m->map || (o->detail && !m->regions)) return -ENOMEM;
     if (c->scan_ok) {
-        int err = rg_scan_huge(c, m->start, m->end);
+        int err = rg_scan(c, m->start, m->end, RG_PAGE_IS_HUGE | RG_PAGE_IS_PRESENT, 0, &c->huge, &c->n_huge,
+                          &c->cap_huge);
+        if (!err)
+            err = rg_scan(c, first, first + (uint64_t)m->n_regions * STAT_HP_BYTES, 0,
+                          RG_PAGE_IS_PRESENT | RG_PAGE_IS_SWAPPED, &c->mem, &c->n_mem, &c->cap_mem);
+        c->mem_at = 0;
         if (err == -ENOTTY || err == -EINVAL || err == -EOPNOTSUPP) c->scan_ok = 0;
         else if (err) return err;
     }
@@ -287,13 +307,15 @@ int stat_scan_regions(stat_report_t *r, const stat_opts_t *o) {
     int err = 0;
     for (int i = 0; i < r->n_maps && !err; i++) {
         stat_mapping_t *m = &r->maps[i];
-        if (m->anon && m->end > m->start) err = rg_mapping(&c, r, i, o);
+        /* reserved, inaccessible space (---p) holds no memory: not scanned */
+        if (m->anon && m->end > m->start && strncmp(m->perms, "---", 3)) err = rg_mapping(&c, r, i, o);
     }
     r->pagemap_scan = c.scan_ok;
     if (!c.scan_ok && !r->is_root)
         stat_note_missing(r, "this kernel lacks the PAGEMAP_SCAN ioctl (Linux 6.7+) and we are not root: "
                              "PMD-mapped huge pages cannot be told from split ones per region");
     free(c.huge);
+    free(c.mem);
     close(c.pm_fd);
     if (c.kpf_fd >= 0) close(c.kpf_fd);
     return err;
