@@ -28,5 +28,19 @@ print("verdict:", v[0], "L2 ratios:", [round(r["L2"]["ratio"], 2) for r in runs]
 PY
 cat "$tmp/py.out"
 while read -r w rest; do check "[[ $w == ok ]]" "$rest"; done < <(grep -E '^(ok|FAIL) ' "$tmp/py.out")
+
+# the benchmark program runs honestly: a result in each mode it can run,
+# and the partitioned mode refuses to run without hpm_thread_colors
+B=build/bench/color_interference
+if [[ -x $B ]]; then
+    out=$($B --mode shared --llc 1M --duration-ms 100 2>&1); rc=$?
+    check "[[ $rc -eq 0 ]] && grep -q 'RESULT bench=color-interference mode=shared ns_per_access=' <<<\"\$out\"" "color_interference shared: rc=$rc $out"
+    $B --mode partitioned --llc 1M --duration-ms 100 >/dev/null 2>&1; rc=$?
+    check "[[ $rc -eq 2 ]]" "partitioned without hpmalloc must exit 2 (got $rc)"
+    if [[ -e build/libhpmalloc.so ]]; then
+        out=$(LD_PRELOAD=build/libhpmalloc.so $B --mode partitioned --llc 1M --duration-ms 100 2>&1); rc=$?
+        check "[[ $rc -eq 0 ]] && grep -q 'mode=partitioned' <<<\"\$out\"" "partitioned under hpmalloc: rc=$rc $out"
+    fi
+fi
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
