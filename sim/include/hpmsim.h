@@ -49,6 +49,8 @@ typedef struct {
     uint64_t block_relabels;   /* pageblock label changes */
     uint64_t hp_requests, hp_success, hp_from_free, hp_after_compact;
     uint64_t compact_runs, compact_success, compact_skipped;
+    uint64_t kswapd_compactions;
+    uint64_t compact_produced_hp; /* free order-9 blocks compaction made (direct, kswapd, whole) */
     uint64_t compact_mig_scanned, compact_free_scanned;
     uint64_t compact_migrated;   /* pages moved by compaction */
     uint64_t compact_failed;     /* isolated pages that could not be moved (no target) */
@@ -58,6 +60,7 @@ typedef struct {
     uint32_t hybrid_blocks;      /* blocks holding both kernel and movable pages now */
     uint32_t kernel_blocks;      /* blocks holding at least one kernel page now */
     uint32_t label_blocks[SIM_NR_MT];
+    uint32_t spare;              /* keeps the struct free of padding (memcmp-able) */
 } sim_stats_t;
 
 typedef struct {
@@ -80,6 +83,8 @@ void sim_free_rcu(sim_t *s, sim_handle_t h);
 void sim_advance(sim_t *s, uint64_t ops);
 /* Whole-zone synchronous compaction (as /proc/sys/vm/compact_memory). */
 void sim_compact_all(sim_t *s);
+/* kswapd's background compaction for order 9 (async, compact_pgdat). */
+void sim_compact_kswapd(sim_t *s);
 uint32_t sim_handle_pfn(const sim_t *s, sim_handle_t h);
 void sim_get_stats(const sim_t *s, sim_stats_t *st);
 uint64_t sim_now(const sim_t *s);          /* the clock, in operations */
@@ -95,7 +100,7 @@ const char *sim_mt_name(enum sim_mt t);
 
 /* --- operations, traces and the driver (trace.c, driver.c) -------------- */
 typedef struct {
-    char kind;        /* 'a' alloc, 'f' free, 'r' RCU free, 'h' huge, 'c' compact, 't' tick */
+    char kind;        /* 'a' alloc, 'f' free, 'r' RCU free, 'h' huge, 'c' compact, 'k' kswapd compact, 't' tick */
     uint8_t order;
     uint8_t type;     /* enum sim_mt for 'a' */
     uint32_t id;      /* for a f r h */
@@ -172,6 +177,7 @@ void sim_report_table(FILE *f, const sim_result_t *r, int n);
 int sim_report_csv(const char *path, const sim_result_t *r, int n, char *err, size_t err_len);
 int sim_report_plots(const char *dir, const sim_result_t *r, int n, char *err, size_t err_len);
 /* Compaction cost per huge page produced by compaction: (pages scanned +
- * failed + wasted migrations) / huge pages produced; -1 when none produced. */
+ * failed + wasted migrations) / free huge blocks compaction produced
+ * (compact_produced_hp); -1 when none was produced. */
 double sim_cost_per_hp(const sim_stats_t *st);
 #endif

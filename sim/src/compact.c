@@ -204,11 +204,33 @@ static int compaction_suitable(sim_t *s, int order) {
     return COMPACT_COMPLETE;
 }
 
-/* order < 0: the whole zone (sync, ignoring skip hints). */
+static uint64_t free_huge_blocks(const sim_t *s) {
+    uint64_t n = 0;
+    for (unsigned o = SIM_HUGE_ORDER; o < SIM_MAX_ORDER; o++) n += s->nr_free_order[o] << (o - SIM_HUGE_ORDER);
+    return n;
+}
+
+static int compact_zone_run(sim_t *s, int order, bool sync);
+
+/* order < 0: the whole zone (sync, ignoring skip hints). Counts the free
+ * huge blocks compaction made: one per successful order-9 run, or the
+ * increase in free huge blocks for a whole-zone run. */
 int compact_zone(sim_t *s, int order, bool sync) {
+    uint64_t before = free_huge_blocks(s);
+    int r = compact_zone_run(s, order, sync);
+    if (order < 0) {
+        uint64_t after = free_huge_blocks(s);
+        if (after > before) s->st.compact_produced_hp += after - before;
+    } else if (r == COMPACT_SUCCESS) {
+        s->st.compact_produced_hp++;
+    }
+    return r;
+}
+
+static int compact_zone_run(sim_t *s, int order, bool sync) {
     int r = compaction_suitable(s, order);
     if (r == COMPACT_SKIPPED) { s->st.compact_skipped++; return r; }
-    if (r == COMPACT_SUCCESS) return r;
+    if (r == COMPACT_SUCCESS) return COMPACT_COMPLETE;   /* nothing to do: not produced here */
     s->st.compact_runs++;
     uint32_t last_block_pfn = (s->nr_blocks - 1) << SIM_PAGEBLOCK_ORDER;
     cc_t cc = {.sync = sync, .ignore_skip = order < 0};
@@ -247,7 +269,7 @@ int compact_zone(sim_t *s, int order, bool sync) {
 }
 
 double sim_cost_per_hp(const sim_stats_t *st) {
-    if (!st->hp_after_compact) return -1;
+    if (!st->compact_produced_hp) return -1;
     return (double)(st->compact_mig_scanned + st->compact_free_scanned + st->compact_failed + st->compact_wasted) /
-           (double)st->hp_after_compact;
+           (double)st->compact_produced_hp;
 }

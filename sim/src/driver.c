@@ -154,6 +154,7 @@ int sim_driver_apply(sim_driver_t *d, const sim_op_t *op, uint32_t *pfn_out, cha
         break;
     }
     case 'c': sim_compact_all(d->sim); break;
+    case 'k': sim_compact_kswapd(d->sim); break;
     case 't': sim_advance(d->sim, op->n); break;
     default: snprintf(err, len, "unknown operation '%c'", op->kind); return -1;
     }

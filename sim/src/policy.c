@@ -12,15 +12,16 @@
  * the contents: a block keeps one label when it becomes mixed.
  *
  * Illuminator (apanwariisc/Illuminator, mm/page_alloc.c): the requested
- * type, then MIXED blocks; kernel requests then the other kernel type, then
- * a whole free pageblock, then the movable block with the most free pages;
- * movable requests then the kernel block with the most free pages. Labels
- * follow the per-pageblock counters: a block that would hold both kernel
- * and movable pages becomes MIXED, and a MIXED block whose last kernel page
- * is freed returns to MOVABLE. Free lists always match labels under
- * Illuminator (expand() and relabels use the block's label). With Prudence
- * on, a kernel request whose own type is empty first reclaims the
- * RCU-deferred frames, then retries, before any fallback. */
+ * type, then MIXED blocks (__rmqueue); kernel requests then the other
+ * kernel type, then a whole free pageblock, then the movable block with the
+ * most free pages (__rmqueue_kernel_fallback, OPBS); movable requests then
+ * the kernel block with the most free pages. Free pages move between lists
+ * as in the patch (see illum_take), but labels follow the per-pageblock
+ * counters: a block that holds both kernel and movable pages is MIXED, and
+ * a MIXED block whose last kernel page is freed returns to MOVABLE (with its
+ * free pages). With Prudence on, a kernel request whose own type is empty
+ * first reclaims the RCU-deferred frames, then retries, before any
+ * fallback (under either policy). */
 #include "sim_internal.h"
 
 static const uint8_t linux_fallbacks[3][2] = {
@@ -68,23 +69,26 @@ static uint32_t linux_fallback(sim_t *s, unsigned order, unsigned start_type) {
 /* ---- Illuminator -------------------------------------------------------- */
 
 /* Takes free block pfn (of found_order, on another type's list) for a
- * request of `type`, relabelling its pageblock by what it will hold. */
+ * request of `type`, as the patch's steal_suitable_fallback() does: a
+ * block of order >= 9 is claimed outright; otherwise, when stealing is
+ * allowed, the pageblock's free pages go to the requested type's lists if
+ * at least half of it is free and to the MIXED lists if not. The label then
+ * follows the counters: MIXED when the block will hold both kernel and
+ * movable pages, else the requested type. Split remainders go to the
+ * requested type's lists (expand()). */
 static uint32_t illum_take(sim_t *s, uint32_t pfn, unsigned found_order, unsigned order, unsigned type) {
     uint32_t b = pfn_block(pfn);
-    list_del(s, pfn);
-    unsigned label = type;
     if (found_order >= SIM_PAGEBLOCK_ORDER) {
         relabel_range(s, pfn, found_order, type);
     } else {
         const pageblock_t *p = &s->pb[b];
+        if (can_steal_fallback(found_order, type))
+            buddy_move_block_free(s, b, p->free_pages >= SIM_PAGEBLOCK_PAGES / 2 ? type : SIM_MIXED);
         bool other_kind = mt_is_kernel(type) ? p->movable_pages != 0 : p->kernel_pages != 0;
-        label = other_kind ? SIM_MIXED : type;
-        if (p->label != label) {
-            block_set_label(s, b, label);
-            buddy_move_block_free(s, b, label);
-        }
+        block_set_label(s, b, other_kind ? SIM_MIXED : type);
     }
-    buddy_expand(s, pfn, order, found_order, label);
+    list_del(s, pfn);
+    buddy_expand(s, pfn, order, found_order, type);
     s->st.fallbacks++;
     return pfn;
 }

@@ -67,8 +67,10 @@ void sim_report_table(FILE *f, const sim_result_t *r, int n) {
     ROW("huge-page requests", "%.0f", (double)s->hp_requests, false);
     ROW("huge-page success (%)", "%.2f", pct(s->hp_success, s->hp_requests), true);
     ROW("  from free lists", "%.0f", (double)s->hp_from_free, false);
-    ROW("  produced by compaction", "%.0f", (double)s->hp_after_compact, false);
+    ROW("  right after direct compaction", "%.0f", (double)s->hp_after_compact, false);
+    ROW("huge blocks produced by compaction", "%.0f", (double)s->compact_produced_hp, true);
     ROW("compaction runs", "%.0f", (double)s->compact_runs, false);
+    ROW("  of which kswapd (background)", "%.0f", (double)s->kswapd_compactions, false);
     ROW("  skipped: too little free memory", "%.0f", (double)s->compact_skipped, false);
     ROW("pages scanned (migrate + free scanner)", "%.0f", (double)(s->compact_mig_scanned + s->compact_free_scanned), true);
     ROW("  by the migrate scanner", "%.0f", (double)s->compact_mig_scanned, true);
@@ -76,12 +78,11 @@ void sim_report_table(FILE *f, const sim_result_t *r, int n) {
     ROW("pages migrated", "%.0f", (double)s->compact_migrated, true);
     ROW("failed migrations (no target)", "%.0f", (double)s->compact_failed, true);
     ROW("wasted (LIU) migrations", "%.0f", (double)s->compact_wasted, true);
-    ROW("per huge page produced: scanned", "%.1f", s->hp_after_compact ?
-        (double)(s->compact_mig_scanned + s->compact_free_scanned) / (double)s->hp_after_compact : -1, true);
-    ROW("per huge page produced: migrated", "%.1f", s->hp_after_compact ?
-        (double)s->compact_migrated / (double)s->hp_after_compact : -1, true);
-    ROW("per huge page produced: failed+wasted", "%.1f", s->hp_after_compact ?
-        (double)(s->compact_failed + s->compact_wasted) / (double)s->hp_after_compact : -1, true);
+    ROW("per huge page produced: scanned", "%.1f", s->compact_produced_hp ?
+        (double)(s->compact_mig_scanned + s->compact_free_scanned) / (double)s->compact_produced_hp : -1, true);
+    ROW("per huge page produced: migrated", "%.1f", s->compact_produced_hp ? (double)s->compact_migrated / (double)s->compact_produced_hp : -1, true);
+    ROW("per huge page produced: failed+wasted", "%.1f", s->compact_produced_hp ?
+        (double)(s->compact_failed + s->compact_wasted) / (double)s->compact_produced_hp : -1, true);
     ROW("compaction cost per huge page produced", "%.1f", sim_cost_per_hp(s), true);
     ROW("compaction cost per huge-page request", "%.1f", s->hp_requests ? (double)(s->compact_mig_scanned +
         s->compact_free_scanned + s->compact_failed + s->compact_wasted) / (double)s->hp_requests : -1, true);

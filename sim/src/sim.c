@@ -181,6 +181,12 @@ void sim_compact_all(sim_t *s) {
     compact_zone(s, -1, true);
 }
 
+void sim_compact_kswapd(sim_t *s) {
+    tick(s);
+    s->st.kswapd_compactions++;
+    compact_zone(s, SIM_HUGE_ORDER, false);
+}
+
 uint32_t sim_handle_pfn(const sim_t *s, sim_handle_t h) {
     return h < s->nr_frames && s->hd[h].state != H_FREE ? s->hd[h].pfn : NIL;
 }

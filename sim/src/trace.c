@@ -5,7 +5,8 @@
  *   f ID              free it
  *   r ID              free it after the RCU grace period
  *   h ID              huge-page request (order 9 movable, direct compaction)
- *   c                 whole-memory compaction
+ *   c                 whole-memory compaction (sync, as compact_memory)
+ *   k                 kswapd's background compaction for order 9 (async)
  *   t N               advance time by N operations
  *   # ...             comment; blank lines are ignored
  *
@@ -84,10 +85,10 @@ int sim_trace_parse_line(const char *line, sim_op_t *op, char *err, size_t len) 
     op->kind = tok[0][0];
     static const struct { char kind; int fields; const char *usage; } forms[] = {
         {'a', 4, "a ID ORDER TYPE"}, {'f', 2, "f ID"}, {'r', 2, "r ID"},
-        {'h', 2, "h ID"}, {'c', 1, "c"}, {'t', 2, "t N"},
+        {'h', 2, "h ID"}, {'c', 1, "c"}, {'k', 1, "k"}, {'t', 2, "t N"},
     };
     int f = -1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if (forms[i].kind == op->kind) f = i;
     if (f < 0) return bad(err, len, "unknown operation '%s'", tok[0]);
     if (nt != forms[f].fields) return bad(err, len, "'%c' takes %d field(s): %s", op->kind, forms[f].fields - 1, forms[f].usage);
@@ -95,7 +96,7 @@ int sim_trace_parse_line(const char *line, sim_op_t *op, char *err, size_t len) 
         if (!parse_u64(tok[1], &op->n)) return bad(err, len, "bad count '%s'", tok[1]);
         return 1;
     }
-    if (op->kind == 'c') return 1;
+    if (op->kind == 'c' || op->kind == 'k') return 1;
     if (parse_id(tok[1], &op->id, err, len)) return -1;
     if (op->kind == 'a') {
         uint64_t order;
@@ -113,7 +114,7 @@ void sim_trace_write_op(FILE *f, const sim_op_t *op) {
     switch (op->kind) {
     case 'a': fprintf(f, "a %u %u %c\n", op->id, op->order, letters[op->type % 3]); break;
     case 'f': case 'r': case 'h': fprintf(f, "%c %u\n", op->kind, op->id); break;
-    case 'c': fputs("c\n", f); break;
+    case 'c': case 'k': fprintf(f, "%c\n", op->kind); break;
     case 't': fprintf(f, "t %llu\n", (unsigned long long)op->n); break;
     default: break;
     }

@@ -11,7 +11,9 @@
  *     churned: every slab allocation is matched by the free of a random
  *     slab page, rcu_pct% of them RCU-deferred;
  *   - kswapd: when free memory falls below the low watermark, the oldest
- *     cache is reclaimed until it is above the high watermark again; an
+ *     cache is reclaimed until it is above the high watermark again, and a
+ *     failed huge-page request wakes it to reclaim until compaction would
+ *     be suitable and then to compact for order 9 in the background; an
  *     allocation that fails reclaims and retries once (direct reclaim).
  * Sizes are fractions of the simulated memory, so the shape does not
  * depend on --mem. */
@@ -70,6 +72,13 @@ static void anon_grow(wctx_t *w, server_t *sv, bool huge) {
             sv->anon_pages += 512;
             return;
         }
+        /* The failed THP allocation wakes kswapd for order 9: it reclaims
+         * until compaction would be suitable (free >= low + 2^10) and the
+         * high watermark is met (Linux 4.5 kswapd_shrink_zone), then, having
+         * reclaimed something, compacts for order 9 (compact_pgdat). */
+        uint64_t goal = sv->wm_low + (2u << SIM_HUGE_ORDER), before = w_free_pages(w);
+        reclaim(w, sv, goal > sv->wm_high ? goal : sv->wm_high);
+        if (w_free_pages(w) > before) w_kswapd_compact(w);
         for (int i = 0; i < 512; i++) {
             if (!alloc_retry(w, sv, 0, SIM_MOVABLE, &id)) return;
             idvec_push(w, &sv->anon, id);

@@ -33,6 +33,7 @@ static void w_op(wctx_t *w, char kind, uint32_t id, uint64_t n) {
 void w_free(wctx_t *w, uint32_t id) { w_op(w, 'f', id, 0); }
 void w_free_rcu(wctx_t *w, uint32_t id) { w_op(w, 'r', id, 0); }
 void w_tick(wctx_t *w, uint64_t n) { w_op(w, 't', 0, n); }
+void w_kswapd_compact(wctx_t *w) { w_op(w, 'k', 0, 0); }
 
 uint64_t w_free_pages(const wctx_t *w) { return sim_free_pages(w->sim); }
 
@@ -109,6 +110,20 @@ int sim_trace_check(const char *path, uint64_t *ops, uint64_t *mem_mib_hint, cha
     return trace_validate(path, ops, mem_mib_hint, err, err_len);
 }
 
+/* A recorded trace's header names the sampling interval it was run with,
+ * so that its replay samples at the same times. */
+static void trace_header_sample(const char *path, uint64_t *every) {
+    FILE *f = fopen(path, "r");
+    char line[256];
+    if (!f) return;
+    if (fgets(line, sizeof line, f) && line[0] == '#') {
+        const char *p = strstr(line, "sample_every=");
+        uint64_t v = p ? strtoull(p + 13, NULL, 10) : 0;
+        if (v) *every = v;
+    }
+    fclose(f);
+}
+
 static uint64_t default_sample_every(const sim_config_t *cfg, const sim_workload_t *w, uint64_t trace_ops) {
     if (w->sample_every_ops) return w->sample_every_ops;
     uint64_t total = trace_ops;
@@ -130,11 +145,13 @@ int sim_run_workload(const sim_config_t *cfg, const sim_workload_t *w, FILE *rec
     if (is_trace && trace_validate(w->trace_path, &trace_ops, NULL, err, err_len)) return -1;
     sim_t *s = sim_create(cfg, err, err_len);
     if (!s) return -1;
-    sim_driver_t *d = sim_driver_create(s, default_sample_every(cfg, w, trace_ops), record);
+    uint64_t every = default_sample_every(cfg, w, trace_ops);
+    if (is_trace && !w->sample_every_ops) trace_header_sample(w->trace_path, &every);
+    sim_driver_t *d = sim_driver_create(s, every, record);
     if (!d) { sim_destroy(s); snprintf(err, err_len, "out of memory"); return -1; }
     if (record)
-        fprintf(record, "# hpm sim trace v1 mem_mib=%llu workload=%s seed=%llu\n", (unsigned long long)cfg->mem_mib,
-                w->name, (unsigned long long)w->seed);
+        fprintf(record, "# hpm sim trace v1 mem_mib=%llu workload=%s seed=%llu sample_every=%llu\n",
+                (unsigned long long)cfg->mem_mib, w->name, (unsigned long long)w->seed, (unsigned long long)every);
     wctx_t wc = {.sim = s, .drv = d, .rng = w->seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull,
                  .err = err, .err_len = err_len};
     struct timespec t0, t1;

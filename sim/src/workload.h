@@ -33,6 +33,7 @@ int w_huge(wctx_t *w, uint32_t *id);
 void w_free(wctx_t *w, uint32_t id);
 void w_free_rcu(wctx_t *w, uint32_t id);
 void w_tick(wctx_t *w, uint64_t n);
+void w_kswapd_compact(wctx_t *w);
 uint64_t w_free_pages(const wctx_t *w);
 
 int idvec_push(wctx_t *w, idvec_t *v, uint32_t id);

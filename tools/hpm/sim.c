@@ -201,8 +201,9 @@ int hpm_cmd_sim(int argc, char **argv) {
     if (o.record && !(rec = fopen(o.record, "w"))) { fprintf(stderr, "hpm sim: %s: %s\n", o.record, strerror(errno)); return 2; }
     sim_result_t res[2];
     int n = 0, rc = 0;
-    printf("hpm sim: workload %s%s%s, %llu MiB, seed %llu\n", o.w.name, o.w.trace_path ? " " : "",
-           o.w.trace_path ? o.w.trace_path : "", (unsigned long long)o.mem_mib, (unsigned long long)o.w.seed);
+    if (o.w.trace_path) printf("hpm sim: trace %s, %llu MiB\n", o.w.trace_path, (unsigned long long)o.mem_mib);
+    else printf("hpm sim: workload %s, %llu MiB, seed %llu\n", o.w.name, (unsigned long long)o.mem_mib,
+                (unsigned long long)o.w.seed);
     for (int p = 0; p < o.npolicies; p++) {
         sim_config_t c = config_for(&o, o.policies[p]);
         if (sim_run_workload(&c, &o.w, p == 0 ? rec : NULL, &res[n], err, sizeof err)) {
