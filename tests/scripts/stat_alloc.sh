@@ -18,7 +18,7 @@ trap cleanup EXIT
 
 LD_PRELOAD=$LIB $PROG 64 >"$tmp/out" 2>"$tmp/err" &
 pp=$!
-for i in $(seq 100); do grep -q READY "$tmp/out" && break; sleep 0.1; done
+for i in $(seq 100); do grep -q READY "$tmp/out" 2>/dev/null && break; sleep 0.1; done
 check "grep -q READY $tmp/out" "helper not ready: $(cat $tmp/err)"
 child=$(awk '/^child/{print $2}' "$tmp/out")
 sleep 1   # let the counters settle

@@ -26,7 +26,7 @@ trap cleanup EXIT
 
 # ---- region states ----
 $PROG >"$tmp/addrs" & sp=$!; pids+=($sp)
-for i in $(seq 100); do grep -q READY "$tmp/addrs" && break; sleep 0.1; done
+for i in $(seq 100); do grep -q READY "$tmp/addrs" 2>/dev/null && break; sleep 0.1; done
 check "grep -q READY $tmp/addrs" "stat_states did not get ready"
 $HPM stat --json --detail --rounds 0 $sp >"$tmp/states.json" 2>"$tmp/err"; rc=$?
 check "[[ $rc -eq 0 ]]" "hpm stat exited $rc: $(cat $tmp/err)"
@@ -73,6 +73,37 @@ check "python3 -c 'import sys; sys.exit(abs($rollup - $ours) > 1.0)'" "coverage 
 $HPM stat --rounds 0 $sp >"$tmp/text" 2>&1
 check "grep -q 'huge-page coverage' $tmp/text && grep -qE '^ +[Hhscmpe.?]+$' $tmp/text" "text report lacks coverage or map"
 kill $sp
+
+# ---- as non-root: what the kernel lets us see, and what is missing ----
+if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups test -x $PROG 2>/dev/null; then
+    nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+    $nobody $PROG >"$tmp/addrs2" & np=$!; pids+=($np)
+    for i in $(seq 100); do grep -q READY "$tmp/addrs2" 2>/dev/null && break; sleep 0.1; done
+    $nobody $HPM stat --json --detail --rounds 1 --interval 0.1 $np >"$tmp/nr.json" 2>"$tmp/nr.err"; rc=$?
+    check "[[ $rc -eq 0 ]]" "non-root hpm stat of own process: rc=$rc $(cat $tmp/nr.err)"
+    python3 - "$tmp/addrs2" "$tmp/nr.json" <<'PY' >"$tmp/py2.out" 2>&1
+import json, sys
+addrs = {l.split()[0]: int(l.split()[1], 16) for l in open(sys.argv[1]) if len(l.split()) == 2 and l.split()[1].startswith("0x")}
+rep = json.load(open(sys.argv[2]))
+regions = {int(g["addr"], 16): g for m in rep["mappings"] for g in m.get("regions", [])}
+def check(c, what): print(("ok " if c else "FAIL ") + what)
+check(not rep["root"] and not rep["kpageflags"], "runs without root, no kpageflags")
+check(regions[addrs["huge"]]["state"] == "huge" and regions[addrs["mixed"]]["state"] == "mixed", "states still visible without root")
+check(regions[addrs["huge"]]["thp_pages"] == 0, "THP frame counts not claimed without root")
+check(any("root" in m for m in rep["missing"]), "says what is missing and why: %s" % rep["missing"])
+check(rep["hot"] is not None, "hot/cold works on an own-uid process")
+PY
+    while read -r word rest; do if [[ $word == ok ]]; then ok; else bad "$rest"; fi; done < <(grep -E '^(ok|FAIL) ' "$tmp/py2.out")
+    check "! grep -q Traceback $tmp/py2.out" "python (non-root) crashed: $(tail -3 $tmp/py2.out)"
+    kill $np
+    # another user's process: a clear refusal
+    sleep 5 & rp=$!
+    $nobody $HPM stat --rounds 0 $rp >"$tmp/o" 2>&1; rc=$?
+    check "[[ $rc -eq 1 ]] && grep -q 'needs root' $tmp/o" "non-root on a root process: rc=$rc $(cat $tmp/o)"
+    kill $rp
+else
+    echo "# non-root checks skipped (not root, or build/ not readable by nobody)"
+fi
 
 # ---- errors ----
 $HPM stat 999999999 >"$tmp/o" 2>&1; rc=$?
