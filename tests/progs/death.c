@@ -8,11 +8,18 @@
  * the program says so on stdout and exits 3. Mode "ok" makes only valid
  * calls (including free(NULL), realloc(NULL, n), free_sized) and exits 0:
  * the checks must not fire on correct use. Nothing else is written to
- * stderr, and nothing is allocated between the setup and the bad call. */
+ * stderr, and nothing is allocated between the setup and the bad call.
+ * Mode free-wild-arena frees an address inside hpmalloc's reserved but
+ * unused arena (from hpm_stats_get, looked up with dlsym); on another
+ * allocator it exits 4. */
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+#include "hpmalloc.h"
 
 /* Hides where a pointer came from, so the compiler neither warns about
  * nor removes the deliberately invalid calls. */
@@ -61,6 +68,19 @@ static char *freed_block(size_t size)
     return p;
 }
 
+/* An address in the middle of hpmalloc's reserved but never used arena
+ * (found through hpm_stats_get, looked up with dlsym so that the program
+ * still runs on other allocators). */
+static void *arena_middle(void)
+{
+    void (*get)(hpm_stats_t *) = (void (*)(hpm_stats_t *))dlsym(RTLD_DEFAULT, "hpm_stats_get");
+    if (!get) { puts("setup: no hpm_stats_get (not hpmalloc)"); exit(4); }
+    hpm_stats_t s;
+    get(&s);
+    if (!s.arena_base || s.arena_reserved_bytes < (8u << 20)) { puts("setup: no arena in the stats"); exit(4); }
+    return (void *)(uintptr_t)(s.arena_base + (s.arena_reserved_bytes / 2 & ~(uint64_t)4095) + 64);
+}
+
 static int valid_calls(void)
 {
     free(NULL);
@@ -82,7 +102,7 @@ static int valid_calls(void)
 }
 
 static const char *const modes[] = {
-    "ok", "free-wild-global", "free-wild-stack", "free-wild-mmap", "free-interior-small",
+    "ok", "free-wild-global", "free-wild-stack", "free-wild-mmap", "free-wild-arena", "free-interior-small",
     "free-interior-large", "double-free-small", "double-free-large", "realloc-wild",
     "realloc-interior", "realloc-double-free", NULL,
 };
@@ -102,6 +122,9 @@ int main(int argc, char **argv)
         char *m = mmap(NULL, 1u << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) { puts("setup: mmap failed"); return 4; }
         bad_free(m + 4096);
+    } else if (!strcmp(mode, "free-wild-arena")) {
+        free(live_block(100)); /* the heap is set up */
+        bad_free(arena_middle());
     } else if (!strcmp(mode, "free-interior-small")) bad_free(live_block(64) + 16);
     else if (!strcmp(mode, "free-interior-large")) bad_free(live_block(8u << 20) + 65536);
     else if (!strcmp(mode, "double-free-small")) bad_free(freed_block(48));

@@ -15,11 +15,16 @@
  * moment it is written until it is freed; it is checked whenever it is
  * touched (before free, before and after realloc, when received from the
  * transfer array), calloc memory reads zero, alignments hold and
- * malloc_usable_size covers the request. Prints "N passed, N failed" where
+ * malloc_usable_size covers the request. When the process's malloc exports
+ * hpm_range (hpmalloc, found with dlsym), every checked block is also looked
+ * up from an interior address, which must give its base and a usable size
+ * covering it. Prints "N passed, N failed" where
  * N counts block checks; exits 1 on any failure. Plain C + pthreads: runs
  * on any malloc (LD_PRELOAD chooses it). */
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,6 +41,8 @@
 static _Atomic(void *) transfer[TRANSFER_SLOTS];
 static atomic_ulong checks_passed, checks_failed, threads_created;
 static int scale;
+typedef bool range_fn_t(const void *p, void **base, size_t *size);
+static range_fn_t *range_fn; /* hpm_range when the allocator has one */
 
 static void fail(const char *what, const void *p, size_t size_bytes, long off)
 {
@@ -69,6 +76,12 @@ static size_t check_block(void *p, const char *where)
     long bad = pat_check(p, (uintptr_t)p, size, size);
     if (bad >= 0) {
         fail(where, p, size, bad);
+        return 0;
+    }
+    void *base = NULL;
+    size_t usable = 0;
+    if (range_fn && (!range_fn((char *)p + size / 2, &base, &usable) || base != p || usable < size)) {
+        fail("hpm_range of the block's middle", p, size, (long)usable);
         return 0;
     }
     pass();
@@ -251,6 +264,7 @@ int main(int argc, char **argv)
         return 2;
     }
     scale = (int)sc;
+    range_fn = (range_fn_t *)dlsym(RTLD_DEFAULT, "hpm_range");
     pthread_t *tids = calloc((size_t)nthreads, sizeof *tids);
     worker_arg_t *args = calloc((size_t)nthreads, sizeof *args);
     if (!tids || !args) { fprintf(stderr, "stress: out of memory\n"); return 1; }
@@ -268,9 +282,10 @@ int main(int argc, char **argv)
         check_and_free(atomic_exchange(&transfer[i], NULL), "final drain");
     free(tids);
     free(args);
-    printf("stress: threads=%ld scale=%ld iter=%ld: %lu threads created, %lu blocks checked\n",
+    printf("stress: threads=%ld scale=%ld iter=%ld: %lu threads created, %lu blocks checked%s\n",
            nthreads, sc, iters, atomic_load(&threads_created),
-           atomic_load(&checks_passed) + atomic_load(&checks_failed));
+           atomic_load(&checks_passed) + atomic_load(&checks_failed),
+           range_fn ? " (with hpm_range)" : "");
     printf("%lu passed, %lu failed\n", atomic_load(&checks_passed), atomic_load(&checks_failed));
     return atomic_load(&checks_failed) ? 1 : 0;
 }

@@ -19,7 +19,7 @@ wild='invalid|wild|unknown|not (a|an) |not allocated|not owned|outside|foreign'
 interior='interior|inside|not the start|not a block start|middle|offset'
 double='double|already free|freed|not allocated'
 declare -A why=(
-    [free-wild-global]=$wild [free-wild-stack]=$wild [free-wild-mmap]=$wild
+    [free-wild-global]=$wild [free-wild-stack]=$wild [free-wild-mmap]=$wild [free-wild-arena]=$wild
     [free-interior-small]=$interior [free-interior-large]=$interior
     [double-free-small]=$double [double-free-large]=$double
     [realloc-wild]=$wild [realloc-interior]=$interior [realloc-double-free]=$double

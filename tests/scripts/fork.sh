@@ -3,8 +3,13 @@
 # every child allocates, checks, starts a thread and exits cleanly) under
 # LD_PRELOAD=$HPM_LIB (default build/libhpmalloc.so); then 50 forks with
 # HPM_STATS=1, so each child also prints its stats at exit (the exit path
-# of a forked child) and we see it really ran on hpmalloc. Each child's exit
-# status counts as a check inside forktest. Prints "N passed, N failed".
+# of a forked child) and we see it really ran on hpmalloc; then 100 forks
+# with eager release (HPM_RELEASE_DELAY=0 HPM_HP_CACHE=0 HPM_SUBRELEASE=1:
+# the background thread gives memory back around the forks) and 100 with
+# HPM_CCOW=all (after each fork the parent pre-copies its hugepages while
+# its threads keep writing: a lost write shows as a corrupted block). Each
+# child's exit status counts as a check inside forktest.
+# Prints "N passed, N failed".
 source "$(dirname "$0")/common.bash"
 require_lib
 bin=$(require_prog forktest) || t_abort "cannot build build/tests/progs/forktest"
@@ -37,4 +42,7 @@ if is_hpmalloc; then
     n=$(grep -c '^hpmalloc:' "$tmp/err")
     echo "stats lines from the HPM_STATS=1 run (parent + 50 children + grandchildren): $n"
 fi
+run_fork "$HPM_LIB eager release" LD_PRELOAD="$HPM_LIB_ABS" HPM_RELEASE_DELAY=0 HPM_HP_CACHE=0 \
+    HPM_SUBRELEASE=1 -- 100 3
+run_fork "$HPM_LIB HPM_CCOW=all" LD_PRELOAD="$HPM_LIB_ABS" HPM_CCOW=all -- 100 3
 t_done

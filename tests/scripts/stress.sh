@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # stress.sh: runs tests/progs/stress (THREADS SCALE ITER) under
 # LD_PRELOAD=$HPM_LIB (default build/libhpmalloc.so) in three shapes:
-#   - 4 threads, scale 50, 40 rounds (about 4,000 threads created);
+#   - 4 threads, scale 100, 50 rounds (about 5,000 threads created);
 #   - 2 threads, scale 200, 10 rounds (bigger per-thread heaps);
 #   - 16 threads, scale 5, 20 rounds (many threads at once);
+#   - 4 50 30 with hpmalloc's release made eager (HPM_RELEASE_DELAY=0
+#     HPM_HP_CACHE=0 HPM_SUBRELEASE=1: hugepages and free pages go back to
+#     the OS while other threads allocate), with HPM_PAGES=off and with
+#     HPM_PAGES=hugetlb (an empty pool here, so the fallback to THP);
 # and once (4 50 40) under glibc, as a check that the test itself passes
-# on a correct allocator. Each run is one check: exit 0 and "0 failed".
+# on a correct allocator. Under hpmalloc, stress also checks hpm_range of
+# every block it checks. Each run is one check: exit 0 and "0 failed".
 # The first hpmalloc run also has HPM_STATS=1, to see that it really ran
 # on hpmalloc. Prints "N passed, N failed".
 source "$(dirname "$0")/common.bash"
@@ -31,8 +36,12 @@ run_stress() {  # label, env..., -- args
 }
 
 run_stress glibc LD_PRELOAD= -- 4 50 40
-run_stress "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" HPM_STATS=1 -- 4 50 40
+run_stress "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" HPM_STATS=1 -- 4 100 50
 check_stats_seen "$tmp/err" "stress"
 run_stress "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" -- 2 200 10
 run_stress "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" -- 16 5 20
+run_stress "$HPM_LIB eager release" LD_PRELOAD="$HPM_LIB_ABS" HPM_RELEASE_DELAY=0 HPM_HP_CACHE=0 \
+    HPM_SUBRELEASE=1 -- 4 50 30
+run_stress "$HPM_LIB HPM_PAGES=off" LD_PRELOAD="$HPM_LIB_ABS" HPM_PAGES=off -- 4 20 20
+run_stress "$HPM_LIB HPM_PAGES=hugetlb" LD_PRELOAD="$HPM_LIB_ABS" HPM_PAGES=hugetlb -- 4 20 20
 t_done

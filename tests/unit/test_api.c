@@ -308,6 +308,17 @@ static void test_realloc(void)
     for (size_t m = n - 1; m >= 1000; m -= 333) { p = realloc_step(p, n, m, 9, 9, 0); n = m; }
     for (size_t m = n + 1; m < n + 300; m++) { p = realloc_step(p, m - 1, m, 9, 9, 0); }
     free(p);
+    /* An aligned block moved by realloc keeps its contents. */
+    static const size_t aligns[] = { 64, 4096, 65536, 2 * MiB };
+    for (size_t i = 0; i < sizeof aligns / sizeof *aligns; i++) {
+        char *q = aligned_alloc(aligns[i], aligns[i]);
+        CHECK(q != NULL, "aligned_alloc(%zu)", aligns[i]);
+        if (!q) continue;
+        fill(q, aligns[i], 11);
+        q = realloc_step(q, aligns[i], aligns[i] * 3 + 5, 11, 12, 0);
+        q = realloc_step(q, aligns[i] * 3 + 5, 100, 12, 13, 0);
+        free(q);
+    }
     /* realloc(p, 0) frees p or returns a unique block: either is allowed. */
     p = malloc(10);
     void *z = realloc(p, 0);
@@ -375,6 +386,12 @@ static void range_case(size_t n)
               (void *)p, size, usable);
     }
     CHECK(hpm_range(p + n / 2, NULL, NULL), "hpm_range with NULL outputs");
+    CHECK(malloc_usable_size(p) == usable, "malloc_usable_size %zu != hpm_usable_size %zu", malloc_usable_size(p),
+          usable);
+    void *after = NULL;
+    bool past = hpm_range(p + usable, &after, NULL);
+    CHECK(!past || after != p, "hpm_range one past the end of a %zu-byte block (usable %zu) gives the block", n,
+          usable);
     uintptr_t addr = (uintptr_t)opaque_ptr(p);
     free(p);
     CHECK(!hpm_range((void *)addr, NULL, NULL), "hpm_range of a freed %zu-byte block is true", n);
