@@ -118,6 +118,13 @@ sleep 0.6 & sh=$!
 $HPM stat --rounds 5 --interval 0.3 $sh >"$tmp/o" 2>&1; rc=$?
 check "[[ $rc -eq 1 ]] && grep -q 'exited while' $tmp/o" "process exiting midway: rc=$rc $(cat $tmp/o)"
 
+# --watch: one report per refresh, then a clear end when the process exits
+sleep 1.2 & wp=$!
+$HPM stat --json --watch 0.2 --count 2 --rounds 0 $wp >"$tmp/w" 2>&1; rc=$?
+check "[[ $rc -eq 0 && \$(grep -c '^{' $tmp/w) -eq 2 ]]" "--watch --count 2 gives 2 JSON reports (rc=$rc)"
+$HPM stat --watch 0.3 --rounds 0 $wp >/dev/null 2>"$tmp/o"; rc=$?
+check "[[ $rc -eq 1 ]] && grep -q 'exited while' $tmp/o" "--watch ends with a message when the process exits: rc=$rc $(cat $tmp/o)"
+
 # ---- hot/cold: a busy process vs a sleeping one ----
 python3 -c 'import time
 b = bytearray(64 << 20)

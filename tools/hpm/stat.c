@@ -76,7 +76,7 @@ static int report_fail(const stat_report_t *r, const char *what, int err, int qu
         return REPORT_GONE;
     }
     if (!quiet) {
-        fprintf(stderr, "hpm stat: cannot read %s of process %d: %s\n", what, r->pid, strerror(-err));
+        fprintf(stderr, "hpm stat: failed %s of process %d: %s\n", what, r->pid, strerror(-err));
         if (err == -EACCES || err == -EPERM)
             fprintf(stderr, "hpm stat: reading another user's process needs root (or CAP_SYS_PTRACE)\n");
     }
@@ -124,9 +124,9 @@ static int report_once(stat_report_t *r, const stat_opts_t *o, int quiet) {
     r->sample_pct = o->sample_pct;
     read_comm(r);
     int err = stat_read_maps(r);
-    if (err) return report_fail(r, "/proc/PID/smaps", err, quiet);
-    if ((err = stat_scan_regions(r, o)) != 0) return report_fail(r, "/proc/PID/pagemap", err, quiet);
-    if ((err = stat_read_rollup(r)) != 0) return report_fail(r, "/proc/PID/smaps_rollup", err, quiet);
+    if (err) return report_fail(r, "reading /proc/PID/smaps", err, quiet);
+    if ((err = stat_scan_regions(r, o)) != 0) return report_fail(r, "reading /proc/PID/pagemap", err, quiet);
+    if ((err = stat_read_rollup(r)) != 0) return report_fail(r, "reading /proc/PID/smaps_rollup", err, quiet);
     stat_read_alloc(r);
     int st = report_hot(r, o, cpu_s() - c0, quiet);
     r->cost_wall_s = now_s() - t0;
