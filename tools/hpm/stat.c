@@ -78,7 +78,10 @@ static int report_fail(const stat_report_t *r, const char *what, int err, int qu
     if (!quiet) {
         fprintf(stderr, "hpm stat: failed %s of process %d: %s\n", what, r->pid, strerror(-err));
         if (err == -EACCES || err == -EPERM)
-            fprintf(stderr, "hpm stat: reading another user's process needs root (or CAP_SYS_PTRACE)\n");
+            fprintf(stderr, geteuid() == 0
+                                ? "hpm stat: the kernel refuses even root here: reading it needs CAP_SYS_PTRACE "
+                                  "(missing in this container or user namespace?)\n"
+                                : "hpm stat: reading another user's process needs root (or CAP_SYS_PTRACE)\n");
     }
     return REPORT_ERROR;
 }
