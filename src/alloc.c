@@ -1,6 +1,6 @@
 /* alloc.c: the public allocation API (hpm_*) and the libc names.
  *
- * Small requests (<= 32 KiB) go to the calling thread's heap; medium ones
+ * Small requests (<= 8 KiB) go to the calling thread's heap; medium ones
  * (up to 1 MiB) are page spans placed by the pageheap; larger ones take
  * whole hugepages. Every free is checked (DESIGN.md rule 7): the page map
  * says whether the pointer belongs to a live span, the size class says

@@ -39,8 +39,8 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 /* ---- size classes (sizeclass.c) ---- */
-#define HPM_CLASSES 72
-#define HPM_SMALL_MAX_BYTES ((size_t)32 * 1024)  /* larger: page spans */
+#define HPM_CLASSES 56
+#define HPM_SMALL_MAX_BYTES ((size_t)8 * 1024)   /* larger: page spans */
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
 #define HPM_MIN_ALIGN 16
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
@@ -60,7 +60,7 @@ HPM_INTERNAL void _hpm_classes_init(void);
 static inline unsigned hpm_size_class(size_t size) {
     if (likely(size <= 1024)) return _hpm_class_of16[(size + 15) >> 4];
     size_t s = size - 1;
-    unsigned b = 63u - (unsigned)__builtin_clzl(s);          /* 10..14 */
+    unsigned b = 63u - (unsigned)__builtin_clzl(s);          /* 10..12 */
     return 8u + (b - 7u) * 8u + (unsigned)((s >> (b - 3u)) & 7u);
 }
 

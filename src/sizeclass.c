@@ -1,8 +1,8 @@
 /* sizeclass.c: the small-object size classes. Classes 0..7 are 16..128
  * bytes in steps of 16; above that, eight classes per doubling up to
- * 32 KiB (at most 12.5% internal waste). Each class has a slab size:
- * 64 KiB up to 8 KiB blocks, 256 KiB above, so a slab holds at least
- * 8 blocks. Invariant: hpm_size_class(n) is the smallest class whose
+ * 8 KiB (at most 12.5% internal waste). Slabs are 64 KiB, so a slab holds
+ * at least 8 blocks. Larger requests are page spans of their own, which
+ * fragment less when a program frees most of its big objects. Invariant: hpm_size_class(n) is the smallest class whose
  * block_bytes >= n, for every n <= HPM_SMALL_MAX_BYTES. */
 #include "internal.h"
 
@@ -19,7 +19,7 @@ void _hpm_classes_init(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_class_t *k = &_hpm_classes[c];
         k->block_bytes = class_bytes(c);
-        k->slab_pages = k->block_bytes <= 8192 ? 16 : 64;
+        k->slab_pages = 16;
         k->capacity = (k->slab_pages * (uint32_t)HPM_PAGE_BYTES) / k->block_bytes;
         k->recip = (uint32_t)(((1ull << 32) + k->block_bytes - 1) / k->block_bytes);
     }
