@@ -159,6 +159,7 @@ HPM_API bool hpm_range(const void *p, void **base, size_t *size) {
         if ((uintptr_t)idx * s->block_bytes > off) idx--;
         if (idx >= s->capacity) return false;
         void **b = (void **)(s->start + (uintptr_t)idx * s->block_bytes);
+        if ((s->held_pages_mask >> (((uintptr_t)b - s->start) >> HPM_PAGE_SHIFT)) & 1) return false;
         if ((uint64_t)b[1] == hpm_cookie(b)) return false;
         start = (uintptr_t)b;
         len = s->block_bytes;
@@ -253,18 +254,19 @@ HPM_API void *pvalloc(size_t size) {
 HPM_API int malloc_trim(size_t pad) {
     (void)pad;
     hpm_ensure_init();
-    _hpm_heaps_reclaim_abandoned();
-    _hpm_heap_release_empty();
+    bool sub = _hpm_ph.subrelease;
+    _hpm_heaps_reclaim_abandoned(sub);
+    _hpm_heap_release_empty(sub);
     pthread_mutex_lock(&_hpm_ph.lock);
-    size_t bytes = _hpm_ph_trim(&_hpm_ph, _hpm_ph.subrelease);
+    size_t bytes = _hpm_ph_trim(&_hpm_ph, sub);
     pthread_mutex_unlock(&_hpm_ph.lock);
     return bytes > 0;
 }
 
 HPM_API size_t hpm_trim(void) {
     hpm_ensure_init();
-    _hpm_heaps_reclaim_abandoned();
-    _hpm_heap_release_empty();
+    _hpm_heaps_reclaim_abandoned(true);
+    _hpm_heap_release_empty(true);
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, true);
     pthread_mutex_unlock(&_hpm_ph.lock);

@@ -56,6 +56,8 @@ static hpm_span_t *slist_pop(hpm_span_t **head) {
 
 static void slab_release(hpm_span_t *s) {
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+    if (s->held_pages_mask)
+        __atomic_sub_fetch(&_hpm_slab_held_pages, (size_t)__builtin_popcount(s->held_pages_mask), __ATOMIC_RELAXED);
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, s);
     pthread_mutex_unlock(&_hpm_ph.lock);
@@ -76,6 +78,14 @@ static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     _hpm_slab_format(s, cls);
     atomic_store_explicit(&s->owner, h, memory_order_release);
     return s;
+}
+
+/* Make every free block of the slab available: remote frees and blocks
+ * of pages given back by subrelease. True when it has a free block. */
+static bool slab_gather(hpm_span_t *s) {
+    _hpm_slab_collect(s);
+    if (!s->free) _hpm_slab_refill(s);
+    return s->free != NULL;
 }
 
 /* Put an exhausted slab on the full list, unless remote frees arrived. */
@@ -113,8 +123,7 @@ static hpm_span_t *heap_adopt(hpm_heap_t *h, unsigned cls) {
         hpm_span_t *s = slist_pop(&abandoned[cls]);
         if (!s) break;
         atomic_store(&s->owner, h);
-        _hpm_slab_collect(s);
-        if (s->free) got = s;
+        if (slab_gather(s)) got = s;
         else slab_park(h, s);
     }
     pthread_mutex_unlock(&abandoned_lock);
@@ -133,16 +142,14 @@ static inline void *slab_pop(hpm_heap_t *h, hpm_span_t *s) {
 void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     hpm_span_t *s = h->current[cls];
     if (s != &_hpm_empty_span) {
-        _hpm_slab_collect(s);
-        if (s->free) return slab_pop(h, s);
+        if (slab_gather(s)) return slab_pop(h, s);
         s->list = LIST_NONE;
         slab_park(h, s);
         h->current[cls] = &_hpm_empty_span;
     }
     if (atomic_load_explicit(&h->delayed, memory_order_relaxed)) heap_sweep_delayed(h);
     while ((s = slist_pop(&h->avail[cls]))) {
-        _hpm_slab_collect(s);
-        if (s->free) break;
+        if (slab_gather(s)) break;
         slab_park(h, s);
     }
     if (!s) s = heap_adopt(h, cls);
@@ -248,7 +255,7 @@ int64_t _hpm_heaps_used_bytes(void) {
 /* Give back the calling thread's empty slabs, current ones included (for
  * trim: a program that freed everything and went idle keeps one slab per
  * size class otherwise). */
-void _hpm_heap_release_empty(void) {
+void _hpm_heap_release_empty(bool shed) {
     hpm_heap_t *h = _hpm_tls_heap;
     if (!h) return;
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
@@ -259,25 +266,28 @@ void _hpm_heap_release_empty(void) {
                 h->current[c] = &_hpm_empty_span;
                 s->list = LIST_NONE;
                 slab_release(s);
+            } else if (shed) {
+                _hpm_slab_shed(s);
             }
         }
         for (s = h->avail[c]; s; ) {
             hpm_span_t *next = s->next;
             _hpm_slab_collect(s);
             if (s->used == 0) { slist_remove(&h->avail[c], s); slab_release(s); }
+            else if (shed) _hpm_slab_shed(s);
             s = next;
         }
     }
 }
 
 /* Give back abandoned slabs that remote frees have emptied (for trim). */
-void _hpm_heaps_reclaim_abandoned(void) {
+void _hpm_heaps_reclaim_abandoned(bool shed) {
     pthread_mutex_lock(&abandoned_lock);
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         for (hpm_span_t *s = abandoned[c], *next; s; s = next) {
             next = s->next;
             _hpm_slab_collect(s);
-            if (s->used) continue;
+            if (s->used) { if (shed) _hpm_slab_shed(s); continue; }
             slist_remove(&abandoned[c], s);
             slab_release(s);
         }

@@ -88,6 +88,8 @@ struct hpm_span_s {
     uint8_t list;                   /* which heap list it is on */
     uint8_t clean;                  /* pages were all untouched when allocated (calloc skips zeroing) */
     uint32_t n_pages;
+    uint32_t held_blocks;           /* free blocks kept off the free list: their pages were given back */
+    uint32_t held_pages_mask;       /* slab pages given back while the slab lives (slab.c) */
     hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
 };
 
@@ -226,8 +228,8 @@ HPM_INTERNAL void _hpm_heaps_init(void);
 HPM_INTERNAL void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls);
 HPM_INTERNAL void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);
 HPM_INTERNAL int64_t _hpm_heaps_used_bytes(void);
-HPM_INTERNAL void _hpm_heaps_reclaim_abandoned(void);
-HPM_INTERNAL void _hpm_heap_release_empty(void);
+HPM_INTERNAL void _hpm_heaps_reclaim_abandoned(bool shed);
+HPM_INTERNAL void _hpm_heap_release_empty(bool shed);
 HPM_INTERNAL void _hpm_heap_fork_prepare(void);
 HPM_INTERNAL void _hpm_heap_fork_parent(void);
 HPM_INTERNAL void _hpm_heap_fork_child(void);
@@ -240,6 +242,12 @@ static inline uint64_t hpm_cookie(const void *block) {
 HPM_INTERNAL void _hpm_slab_format(hpm_span_t *s, unsigned cls);
 /* Moves remote frees to the free list; returns how many. Aborts on a double free. */
 HPM_INTERNAL uint32_t _hpm_slab_collect(hpm_span_t *s);
+/* Gives back the slab's pages that hold only free blocks (subrelease
+ * inside a live slab); returns the pages released. Owner only. */
+HPM_INTERNAL size_t _hpm_slab_shed(hpm_span_t *s);
+/* Puts the blocks of given-back pages on the free list again. Owner only. */
+HPM_INTERNAL void _hpm_slab_refill(hpm_span_t *s);
+HPM_INTERNAL extern size_t _hpm_slab_held_pages;
 
 /* ---- errors (alloc.c) ---- */
 HPM_INTERNAL void _hpm_fatal(const char *fn, const void *p, const char *what) __attribute__((noreturn));

@@ -6,8 +6,11 @@
  * catch double frees in O(1). Blocks freed by other threads arrive on the
  * atomic xfree stack; only the owner (or, for an abandoned slab, the
  * holder of the abandoned-list lock) moves them to the free list.
- * Invariant: used = capacity - (blocks on free), where blocks on xfree
- * still count as used until collected. */
+ * Under subrelease, pages that hold only free blocks may be given back
+ * while the slab lives (_hpm_slab_shed); their blocks leave the free list
+ * ("held") until the free list runs dry and _hpm_slab_refill re-links them.
+ * Invariant: used = capacity - (blocks on free) - held_blocks, where
+ * blocks on xfree still count as used until collected. */
 #include "internal.h"
 
 uint64_t _hpm_cookie_secret = 0x9e3779b97f4a7c15ull;
@@ -19,6 +22,8 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->recip = k->recip;
     s->capacity = (uint32_t)(((size_t)s->n_pages << HPM_PAGE_SHIFT) / k->block_bytes);
     s->used = 0;
+    s->held_blocks = 0;
+    s->held_pages_mask = 0;
     atomic_store_explicit(&s->xfree, NULL, memory_order_relaxed);
     atomic_store_explicit(&s->parked_full, 0, memory_order_relaxed);
     char *base = (char *)s->start;
@@ -45,4 +50,73 @@ uint32_t _hpm_slab_collect(hpm_span_t *s) {
     s->free = list;
     s->used -= n;
     return n;
+}
+
+size_t _hpm_slab_held_pages;
+
+static inline uint32_t block_index(const hpm_span_t *s, const void *b) {
+    return (uint32_t)((((uintptr_t)b - s->start) * s->recip) >> 32);
+}
+
+/* Bit p set: page p of the slab overlaps block i's bytes. */
+static inline uint32_t block_pages(const hpm_span_t *s, uint32_t i) {
+    size_t first = ((size_t)i * s->block_bytes) >> HPM_PAGE_SHIFT;
+    size_t last = ((size_t)(i + 1) * s->block_bytes - 1) >> HPM_PAGE_SHIFT;
+    return (uint32_t)(((2u << last) - 1) & ~((1u << first) - 1));
+}
+
+size_t _hpm_slab_shed(hpm_span_t *s) {
+    if (s->n_pages < 2 || s->n_pages > 32 || s->used == s->capacity) return 0;
+    uint64_t is_free[4096 / 64] = {0};
+    for (void **b = s->free; b; b = b[0]) {
+        uint32_t i = block_index(s, b);
+        is_free[i >> 6] |= 1ull << (i & 63);
+    }
+    uint32_t busy = 0;   /* pages touched by a live or held block */
+    for (uint32_t i = 0; i < s->capacity; i++)
+        if (!((is_free[i >> 6] >> (i & 63)) & 1)) busy |= block_pages(s, i);
+    uint32_t all = s->n_pages >= 32 ? ~0u : (1u << s->n_pages) - 1;
+    uint32_t shed = all & ~busy & ~s->held_pages_mask;
+    if (!shed) return 0;
+    size_t pages = 0;
+    for (uint32_t p = 0; p < s->n_pages; p++) {
+        if (!((shed >> p) & 1)) continue;
+        uint32_t n = 1;
+        while (p + n < s->n_pages && ((shed >> (p + n)) & 1)) n++;
+        if (_hpm_os->release((void *)(s->start + ((uintptr_t)p << HPM_PAGE_SHIFT)), (size_t)n << HPM_PAGE_SHIFT))
+            shed &= ~(((1u << n) - 1) << p);   /* keep what could not be released */
+        else pages += n;
+        p += n - 1;
+    }
+    if (!shed) return 0;
+    /* drop the blocks that touch a released page from the free list */
+    void **keep = NULL;
+    uint32_t held = 0;
+    for (void **b = s->free, **next; b; b = next) {
+        next = b[0];
+        if (block_pages(s, block_index(s, b)) & shed) { held++; continue; }
+        b[0] = keep;
+        keep = b;
+    }
+    s->free = keep;
+    s->held_blocks += held;
+    s->held_pages_mask |= shed;
+    __atomic_add_fetch(&_hpm_slab_held_pages, pages, __ATOMIC_RELAXED);
+    return pages;
+}
+
+void _hpm_slab_refill(hpm_span_t *s) {
+    if (!s->held_pages_mask) return;
+    void **list = s->free;
+    for (uint32_t i = s->capacity; i-- > 0; ) {
+        if (!(block_pages(s, i) & s->held_pages_mask)) continue;
+        void **b = (void **)(s->start + (uintptr_t)i * s->block_bytes);
+        b[0] = list;
+        b[1] = (void *)hpm_cookie(b);
+        list = b;
+    }
+    s->free = list;
+    s->held_blocks = 0;
+    __atomic_sub_fetch(&_hpm_slab_held_pages, (size_t)__builtin_popcount(s->held_pages_mask), __ATOMIC_RELAXED);
+    s->held_pages_mask = 0;
 }

@@ -44,7 +44,7 @@ static void stats_refresh(void) {
     _hpm_stats->hp_backed = ph->active_count + ph->cache_count;
     _hpm_stats->hp_released = ph->released_total;
     _hpm_stats->hp_hybrid = ph->hybrid_count;
-    _hpm_stats->pages_subreleased = ph->subrel_pages;
+    _hpm_stats->pages_subreleased = ph->subrel_pages + __atomic_load_n(&_hpm_slab_held_pages, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&ph->lock);
 }
 
