@@ -20,10 +20,6 @@ hpm_pageheap_t _hpm_ph;
 hpm_map_t _hpm_map;
 
 static inline hpm_hp_t *hp_at(hpm_pageheap_t *ph, size_t idx) { return &ph->hps[idx]; }
-static inline uintptr_t hp_addr(hpm_pageheap_t *ph, const hpm_hp_t *hp) {
-    return ph->base + ((uintptr_t)hp->index << HPM_HP_SHIFT);
-}
-
 int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, int page_mode) {
     memset(ph, 0, sizeof *ph);
     pthread_mutex_init(&ph->lock, NULL);
@@ -57,7 +53,7 @@ int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, i
 /* Give a hugepage memory (or at least access) according to the page mode. */
 static int hp_back(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     if (hp->backing != BACK_NONE) return 0;
-    void *addr = (void *)hp_addr(ph, hp);
+    void *addr = (void *)hpm_hp_addr(ph, hp);
     if (ph->page_mode == PAGES_HUGETLB && ph->os->map_hugetlb(addr, HPM_HP_BYTES, HPM_HP_BYTES) == 0) {
         hp->backing = BACK_HUGETLB;
         _hpm_stats->hp_hugetlb++;
@@ -229,7 +225,7 @@ static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, 
     s->kind = (uint8_t)kind;
     s->clean = 1;
     s->n_pages = (uint32_t)n_pages;
-    s->start = hp_addr(ph, hp) + ((uintptr_t)first << HPM_PAGE_SHIFT);
+    s->start = hpm_hp_addr(ph, hp) + ((uintptr_t)first << HPM_PAGE_SHIFT);
     hp_use_pages(ph, hp, (unsigned)first, (unsigned)n_pages, s);
     return s;
 }
@@ -322,7 +318,7 @@ hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align
                 ph->active_count--;
                 t->state = HP_CACHED;
                 _hpm_ph_push_released(ph, t);
-                ph->os->release((void *)hp_addr(ph, t), HPM_HP_BYTES);
+                ph->os->release((void *)hpm_hp_addr(ph, t), HPM_HP_BYTES);
             }
             return NULL;
         }
@@ -388,7 +384,7 @@ size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max) {
     for (size_t i = 0; i < ph->top_hp; i++) {
         hpm_hp_t *hp = hp_at(ph, i);
         if (hp->state != HP_ACTIVE || hp->backing != BACK_THP) continue;
-        if (n < max) out[n] = hp_addr(ph, hp);
+        if (n < max) out[n] = hpm_hp_addr(ph, hp);
         n++;
     }
     pthread_mutex_unlock(&ph->lock);

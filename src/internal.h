@@ -194,6 +194,10 @@ HPM_INTERNAL int _hpm_bits_find_run(const uint64_t bits[8], unsigned n, unsigned
 HPM_INTERNAL void _hpm_bits_set_range(uint64_t bits[8], unsigned from, unsigned n, bool value);
 HPM_INTERNAL unsigned _hpm_bits_count_range(const uint64_t bits[8], unsigned from, unsigned n);
 
+static inline uintptr_t hpm_hp_addr(const hpm_pageheap_t *ph, const hpm_hp_t *hp) {
+    return ph->base + ((uintptr_t)hp->index << HPM_HP_SHIFT);
+}
+
 static inline hpm_span_t *hpm_span_of(const void *p) {
     uintptr_t off = (uintptr_t)p - _hpm_map.base;
     if (unlikely(off >= __atomic_load_n(&_hpm_map.top_bytes, __ATOMIC_ACQUIRE))) return NULL;

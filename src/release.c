@@ -14,15 +14,11 @@
 
 void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp);
 
-static uintptr_t hp_addr(hpm_pageheap_t *ph, const hpm_hp_t *hp) {
-    return ph->base + ((uintptr_t)hp->index << HPM_HP_SHIFT);
-}
-
 /* Release one cached (empty) hugepage whole. Returns false if it cannot be
  * released (1 GiB pages stay). */
 static bool release_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     if (hp->backing == BACK_1G) return false;
-    void *addr = (void *)hp_addr(ph, hp);
+    void *addr = (void *)hpm_hp_addr(ph, hp);
     int e = hp->backing == BACK_HUGETLB ? ph->os->unreserve_to_reserved(addr, HPM_HP_BYTES)
                                         : ph->os->release(addr, HPM_HP_BYTES);
     if (e) return false;
@@ -52,7 +48,7 @@ static size_t subrelease_hp(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     for (int start = _hpm_bits_find_run(want, 1, 0); start >= 0; ) {
         unsigned n = 1;
         while (start + n < 512 && ((want[(start + n) >> 6] >> ((start + n) & 63)) & 1)) n++;
-        if (ph->os->release((void *)(hp_addr(ph, hp) + ((uintptr_t)start << HPM_PAGE_SHIFT)),
+        if (ph->os->release((void *)(hpm_hp_addr(ph, hp) + ((uintptr_t)start << HPM_PAGE_SHIFT)),
                             (size_t)n << HPM_PAGE_SHIFT) == 0) {
             _hpm_bits_set_range(hp->subrel_bits, (unsigned)start, n, true);
             _hpm_bits_set_range(hp->dirty_bits, (unsigned)start, n, false);
