@@ -79,6 +79,7 @@ static int chunk_back_1g(hpm_pageheap_t *ph, size_t first_idx) {
         back = BACK_THP;
     }
     for (size_t i = 0; i < HPM_PAGES_PER_HP; i++) hp_at(ph, first_idx + i)->backing = (uint8_t)back;
+    if (back == BACK_1G) _hpm_stats->hp_hugetlb += HPM_PAGES_PER_HP;   /* counted in 2 MiB units */
     return 0;
 }
 
@@ -86,7 +87,8 @@ static int chunk_back_1g(hpm_pageheap_t *ph, size_t first_idx) {
 static int arena_grow(hpm_pageheap_t *ph, size_t n_hp) {
     size_t new_top = ph->top_hp + n_hp;
     if (new_top > ph->reserved_hp) return ENOMEM;
-    if (_hpm_meta_region_ensure(&ph->hp_region, new_top * sizeof(hpm_hp_t)) ||
+    size_t meta_hp = ph->page_mode == PAGES_1G ? (new_top + 511) / 512 * 512 : new_top;   /* whole 1 GiB chunks */
+    if (_hpm_meta_region_ensure(&ph->hp_region, meta_hp * sizeof(hpm_hp_t)) ||
         _hpm_meta_region_ensure(&ph->map_region, new_top * HPM_PAGES_PER_HP * sizeof(hpm_span_t *)))
         return ENOMEM;
     if (ph->page_mode == PAGES_1G) {

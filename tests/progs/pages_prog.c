@@ -1,0 +1,41 @@
+/* pages_prog.c: allocates MiB megabytes in 64 KiB..1 MiB blocks, writes and
+ * checks them, then prints one line with what the kernel says about its
+ * memory: "anon_kib=N anon_huge_kib=N hugetlb_free=N check=ok". Used by
+ * tests/scripts/pages_modes.sh under each HPM_PAGES mode. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static long field(const char *path, const char *name) {
+    FILE *f = fopen(path, "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(name);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, name, n) && line[n] == ':') v = atol(line + n + 1);
+    if (f) fclose(f);
+    return v;
+}
+
+int main(int argc, char **argv) {
+    size_t mib = argc > 1 ? (size_t)atol(argv[1]) : 64, total = 0, n = 0;
+    static unsigned char *blocks[4096];
+    while (total < mib << 20 && n < 4096) {
+        size_t size = (64u << 10) << (n % 5);
+        unsigned char *p = malloc(size);
+        if (!p) { printf("check=fail malloc\n"); return 1; }
+        memset(p, (int)n, size);
+        blocks[n++] = p;
+        total += size;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (blocks[i][0] != (unsigned char)i || blocks[i][((64u << 10) << (i % 5)) - 1] != (unsigned char)i) {
+            printf("check=fail content\n");
+            return 1;
+        }
+    printf("anon_kib=%ld anon_huge_kib=%ld hugetlb_free=%ld check=ok\n", field("/proc/self/smaps_rollup", "Anonymous"),
+           field("/proc/self/smaps_rollup", "AnonHugePages"), field("/proc/meminfo", "HugePages_Free"));
+    fflush(stdout);
+    for (size_t i = 0; i < n; i++) free(blocks[i]);
+    return 0;
+}

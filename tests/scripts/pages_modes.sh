@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# HPM_PAGES modes on the real kernel: thp (default), hugetlb with an empty
+# pool (falls back to THP) and with a pool (takes pages from it), 1g with
+# no 1 GiB pool (falls back), and off (no huge pages). The hugetlb pool is
+# restored on exit.
+set -u
+cd "$(dirname "$0")/../.."
+lib=${HPM_LIB:-build/libhpmalloc.so}
+prog=build/tests/progs/pages_prog
+pass=0 fail=0
+ok() { if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $*"; fi; }
+[[ -f $lib && -x $prog ]] || { echo "missing $lib or $prog (make tests)"; echo "0 passed, 1 failed"; exit 1; }
+pool=/proc/sys/vm/nr_hugepages
+old_pool=$(cat $pool)
+trap 'echo "$old_pool" > $pool' EXIT
+run() {  # mode -> sets out (program line) and st (stats)
+    local mode=$1
+    out=$(HPM_PAGES=$mode HPM_STATS=1 LD_PRELOAD=$lib $prog 64 2>"$tmpf")
+    st=$(cat "$tmpf")
+}
+stat_of() { grep "$1" <<<"$st" | grep -o '[0-9][0-9]*' | head -n 1; }
+val() { grep -o "$1=[0-9-]*" <<<"$out" | cut -d= -f2; }
+tmpf=$(mktemp); trap 'echo "$old_pool" > $pool; rm -f "$tmpf"' EXIT
+
+run thp
+ok grep -q "check=ok" <<<"$out"
+ok test "$(val anon_huge_kib)" -ge $((60 * 1024))
+echo "thp: $out"
+
+echo 0 > $pool
+run hugetlb
+ok grep -q "check=ok" <<<"$out"
+ok test "$(stat_of 'fallbacks to THP' | head -1)" -ge 0
+fb=$(grep -o 'fallbacks to THP [0-9]*' <<<"$st" | grep -o '[0-9]*$')
+ok test "${fb:-0}" -ge 30
+echo "hugetlb, empty pool: $out; fallbacks ${fb:-?}"
+
+if [[ -w $pool ]] && echo 64 > $pool && [[ $(cat $pool) -ge 40 ]]; then
+    run hugetlb
+    ok grep -q "check=ok" <<<"$out"
+    got=$(grep -o 'hugetlb hugepages *[0-9]*' <<<"$st" | grep -o '[0-9]*$')
+    echo "hugetlb, pool $(cat $pool): $out; hugetlb hugepages at exit ${got:-?}"
+    ok test "$(val hugetlb_free)" -lt "$(cat $pool)"
+    echo 0 > $pool
+else
+    echo "hugetlb pool cannot be set here: pool test skipped"
+fi
+
+run 1g
+ok grep -q "check=ok" <<<"$out"
+ok grep -q "pages 1g" <<<"$st"
+echo "1g (no 1 GiB pool): $out"
+
+gpool=/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages
+if [[ -w $gpool ]] && old_g=$(cat $gpool) && echo 1 > $gpool 2>/dev/null && [[ $(cat $gpool) -ge 1 ]]; then
+    run 1g
+    ok grep -q "check=ok" <<<"$out"
+    ok test "$(val anon_kib)" -lt 8192          # the heap came from the 1 GiB page, not anonymous memory
+    got=$(grep -o 'hugetlb hugepages *[0-9]*' <<<"$st" | grep -o '[0-9]*$')
+    ok test "${got:-0}" -ge 512
+    echo "1g, one 1 GiB page: $out; hugetlb hugepages (2 MiB units) ${got:-?}"
+    echo "$old_g" > $gpool
+else
+    echo "no 1 GiB page could be reserved: 1g pool test skipped"
+fi
+
+run off
+ok grep -q "check=ok" <<<"$out"
+ok test "$(val anon_huge_kib)" -lt 4096
+echo "off: $out"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
