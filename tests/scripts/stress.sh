@@ -7,7 +7,9 @@
 #   - 4 50 30 with hpmalloc's release made eager (HPM_RELEASE_DELAY=0
 #     HPM_HP_CACHE=0 HPM_SUBRELEASE=1: hugepages and free pages go back to
 #     the OS while other threads allocate), with HPM_PAGES=off and with
-#     HPM_PAGES=hugetlb (an empty pool here, so the fallback to THP);
+#     HPM_PAGES=hugetlb (an empty pool here, so the fallback to THP), and
+#     with coloured heaps (HPM_COLORS=0x3: small-object slabs only on pages
+#     of colours 0 and 1);
 # and once (4 50 40) under glibc, as a check that the test itself passes
 # on a correct allocator. Under hpmalloc, stress also checks hpm_range of
 # every block it checks. Each run is one check: exit 0 and "0 failed".
@@ -44,4 +46,5 @@ run_stress "$HPM_LIB eager release" LD_PRELOAD="$HPM_LIB_ABS" HPM_RELEASE_DELAY=
     HPM_SUBRELEASE=1 -- 4 50 30
 run_stress "$HPM_LIB HPM_PAGES=off" LD_PRELOAD="$HPM_LIB_ABS" HPM_PAGES=off -- 4 20 20
 run_stress "$HPM_LIB HPM_PAGES=hugetlb" LD_PRELOAD="$HPM_LIB_ABS" HPM_PAGES=hugetlb -- 4 20 20
+run_stress "$HPM_LIB HPM_COLORS=0x3" LD_PRELOAD="$HPM_LIB_ABS" HPM_COLORS=0x3 -- 4 20 20
 t_done
