@@ -119,8 +119,11 @@ static void summary_rows(FILE *f, const hpm_bench_ctx_t *ctx, const char *suite,
         fputc(',', f);
         hpm_bench_csv_field(f, bench);
         fprintf(f, ",%s,%s,%d,%.6g,%.6g,%.6g,", ctx->allocs[a].name, metric, n, med, lo, hi);
-        if (isfinite(base)) fprintf(f, "%.6g,%.4f,%.2f", base, hpm_bench_ratio(med, base), hpm_bench_pct_diff(med, base));
-        else fprintf(f, "n/a,n/a,n/a");
+        double ratio = hpm_bench_ratio(med, base);
+        if (isfinite(base)) fprintf(f, "%.6g,", base);
+        else fprintf(f, "n/a,");
+        if (isfinite(ratio)) fprintf(f, "%.4f,%.2f", ratio, hpm_bench_pct_diff(med, base));
+        else fprintf(f, "n/a,n/a");   /* no baseline, or a baseline of 0 */
         fprintf(f, ",%s\n", hpm_bench_metric_higher_better(metric) ? "higher" : "lower");
     }
 }
