@@ -54,30 +54,10 @@ static int bc_probe(const hpm_bench_ctx_t *ctx, char *verdict, char *bits, char 
     return 0;
 }
 
-/* "key=value" from a RESULT line (kept here so this suite links on its own). */
-static int bc_result_num(const char *line, const char *key, double *v) {
-    size_t k = strlen(key);
-    for (const char *p = line; (p = strstr(p, key)) != NULL; p += k) {
-        if ((p == line || p[-1] == ' ') && p[k] == '=') {
-            char *end;
-            *v = strtod(p + k + 1, &end);
-            return end == p + k + 1 ? -1 : 0;
-        }
-    }
-    return -1;
-}
-
 static const hpm_bench_alloc_t *bc_hpmalloc(const hpm_bench_ctx_t *ctx) {
     for (int i = 0; i < ctx->n_allocs; i++)
         if (!strcmp(ctx->allocs[i].name, "hpmalloc") && ctx->allocs[i].available) return &ctx->allocs[i];
     return NULL;
-}
-
-static double bc_median(double *v, int n) {
-    if (n <= 0) return NAN;
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) { double t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void bc_not_measurable(const hpm_bench_ctx_t *ctx, const char *why, const char *verdict,
@@ -125,12 +105,12 @@ int hpm_bench_suite_color(const hpm_bench_ctx_t *ctx) {
             hpm_bench_run_t out;
             double v;
             if (ctx->run(ctx, "color", bench, hpm, rep, argv, NULL, 120, &out) == 0 &&
-                bc_result_num(out.result, "ns_per_access", &v) == 0)
+                hpm_bench_result_num(out.result, "ns_per_access", &v) == 0)
                 ns[m][got[m]++] = v;
         }
     }
     double med[BC_MODES];
-    for (int m = 0; m < BC_MODES; m++) med[m] = bc_median(ns[m], got[m]);
+    for (int m = 0; m < BC_MODES; m++) med[m] = hpm_bench_median(ns[m], got[m]);
     char md[4096];
     snprintf(md, sizeof md,
              "## Page colouring (bench/color)\n\n"
