@@ -14,6 +14,7 @@
 # Ends with "N passed, N failed". Takes well under a minute.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/scripts/bench_shim.inc
 HPM=build/hpm
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
@@ -72,20 +73,7 @@ check "grep -Eq '^\| memaccess-tlb \| nodes_ns_gmean \(lower\) \| [0-9.]+x' '$ru
 check "grep -q 'ETA' '$tmp/err' && grep -q '\[  1/' '$tmp/err'" "no progress/ETA on stderr"
 
 # 3. a broken "hpmalloc": its runs must be failures, never times
-cat >"$tmp/shim.c" <<'EOF'
-#include <stddef.h>
-extern void *__libc_malloc(size_t);
-static __thread void *last;
-static __thread unsigned long count;
-void *malloc(size_t n) {
-    if (n <= 4096 && ++count % 50 == 0 && last) return last;
-    void *p = __libc_malloc(n < 4096 ? 4096 : n);
-    if (n <= 4096) last = p;
-    return p;
-}
-void free(void *p) { (void)p; }
-EOF
-if gcc -shared -fPIC -O1 -o "$tmp/shim.so" "$tmp/shim.c" 2>"$tmp/cc.err"; then
+if build_broken_alloc "$tmp"; then
   HPM_LIB=$tmp/shim.so $HPM bench --tiny --alloc glibc,hpmalloc --baseline glibc --out "$tmp/res2" glibc-st larson \
       >"$tmp/out2" 2>"$tmp/err2"
   rc=$?

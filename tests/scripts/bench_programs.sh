@@ -9,6 +9,7 @@
 # time. Ends with "N passed, N failed". Takes a few seconds.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/scripts/bench_shim.inc
 B=build/bench
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
@@ -89,20 +90,7 @@ fi
 
 # A broken allocator: every 50th small malloc of a thread returns its
 # previous block again (two live blocks overlap); free does nothing.
-cat >"$tmp/shim.c" <<'EOF'
-#include <stddef.h>
-extern void *__libc_malloc(size_t);
-static __thread void *last;
-static __thread unsigned long count;
-void *malloc(size_t n) {
-    if (n <= 4096 && ++count % 50 == 0 && last) return last;
-    void *p = __libc_malloc(n < 4096 ? 4096 : n);
-    if (n <= 4096) last = p;
-    return p;
-}
-void free(void *p) { (void)p; }
-EOF
-if gcc -shared -fPIC -O1 -o "$tmp/shim.so" "$tmp/shim.c" 2>"$tmp/cc.err"; then
+if build_broken_alloc "$tmp"; then
   for p in glibc_thread larson xmalloc aging; do
     LD_PRELOAD=$tmp/shim.so timeout 60 $B/$p ${tiny[$p]} >"$tmp/s.out" 2>"$tmp/s.err"
     rc=$?
