@@ -23,8 +23,10 @@ check(all(x == v[0] for x in v), "same verdict 5 times: %s" % v)
 check(v[0][0] in ("controllable", "partly controllable", "not controllable"), "a definite verdict: %s" % v[0][0])
 check(all(r["L1"]["result"] == "conflict" and r["L1"]["ratio"] >= 1.5 for r in runs), "L1 sanity conflict seen in every run")
 check(all(r["evidence"] and "L2" in r["evidence"] for r in runs), "evidence names the L2 measurement")
+fc = [r["frame_colours"] for r in runs]
+check(all(x == fc[0] for x in fc), "same frame-colour (BPM) answer 5 times: %s" % fc)
 check(all(r["L2"]["same_set_ns"] > 0 and r["L2"]["diff_set_ns"] > 0 for r in runs), "L2 latencies measured")
-print("verdict:", v[0], "L2 ratios:", [round(r["L2"]["ratio"], 2) for r in runs], "LLC ratios:", [round(r["LLC"]["ratio"], 2) for r in runs])
+print("verdict:", v[0], "L2 ratios:", [round(r["L2"]["ratio"], 2) for r in runs], "LLC ratios:", [round(r["LLC"]["ratio"], 2) for r in runs], "frame ratios:", [round(r["frames"]["ratio"], 2) for r in runs])
 PY
 cat "$tmp/py.out"
 while read -r w rest; do check "[[ $w == ok ]]" "$rest"; done < <(grep -E '^(ok|FAIL) ' "$tmp/py.out")

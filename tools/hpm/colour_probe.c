@@ -260,6 +260,50 @@ static void cp_test_level(cp_test_t *t, const char *name, const cp_cache_t *c, l
     cp_run(t, base, same, diff, rng);
 }
 
+/* Root only: the BPM question. 2x ways 4 KiB frames whose guest PFNs share
+ * the L2 colour (PFN mod L2 way-size/4 KiB) against frames of mixed
+ * colours, all at the same page offset (one L1 set). A conflict means
+ * frame colouring (hpm_colored_map) controls the L2 here. */
+static void cp_test_frames(cp_test_t *t, const cp_cache_t *c, uint64_t *rng) {
+    long way = c->sets * c->line_bytes;
+    long colours = way / 4096;
+    t->name = "frames";
+    t->lines = (int)(2 * c->ways);
+    t->stride_bytes = 4096;
+    snprintf(t->bits, sizeof t->bits, "pfn%%%ld", colours);
+    t->applicable = 0;
+    if (geteuid() != 0 || colours < 2 || t->lines > 256) return;
+    size_t n_pages = (size_t)(t->lines * colours * 4);
+    char *pool = mmap(NULL, n_pages * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pool == MAP_FAILED) return;
+    madvise(pool, n_pages * 4096, MADV_NOHUGEPAGE);
+    for (size_t i = 0; i < n_pages; i++) pool[i * 4096] = 1;
+    uint64_t *pfn = calloc(n_pages, sizeof *pfn);
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    int ok = pfn && fd >= 0 &&
+             pread(fd, pfn, n_pages * 8, (off_t)((uintptr_t)pool / 4096 * 8)) == (ssize_t)(n_pages * 8);
+    if (fd >= 0) close(fd);
+    long same[256], diff[256];
+    int n_same = 0, n_diff = 0, per_colour[64] = {0};
+    for (size_t i = 0; ok && i < n_pages; i++) {
+        uint64_t f = pfn[i] & ((1ull << 55) - 1);
+        if (!f) { ok = 0; break; }
+        long colour = (long)(f % (uint64_t)colours);
+        if (colour == (long)((pfn[0] & ((1ull << 55) - 1)) % (uint64_t)colours) && n_same < t->lines)
+            same[n_same++] = (long)i * 4096;
+        else if (n_diff < t->lines && colours <= 64 && per_colour[colour] < (t->lines + colours - 1) / colours) {
+            per_colour[colour]++;
+            diff[n_diff++] = (long)i * 4096;
+        }
+    }
+    if (ok && n_same == t->lines && n_diff == t->lines) {
+        t->applicable = 1;
+        cp_run(t, pool, same, diff, rng);
+    }
+    free(pfn);
+    munmap(pool, n_pages * 4096);
+}
+
 static void cp_json_test(const cp_test_t *t) {
     printf("\"%s\":{\"applicable\":%s,\"lines\":%d,\"stride_bytes\":%ld,\"bits\":\"%s\",\"same_set_ns\":%.3f,"
            "\"diff_set_ns\":%.3f,\"ratio\":%.3f,\"trials\":%d,\"result\":\"%s\"}",
@@ -289,15 +333,16 @@ int hpm_colour_probe(int json) {
         return 1;
     }
     uint64_t rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
-    cp_test_t t1 = {0}, t2 = {0}, t3 = {0};
+    cp_test_t t1 = {0}, t2 = {0}, t3 = {0}, t4 = {0};
     cp_test_l1(&t1, &l1, base, &rng);
     cp_test_level(&t2, "L2", &l2, l1.sets * l1.line_bytes, base, n_hp, &rng);
     if (llc.level > 2) cp_test_level(&t3, "LLC", &llc, l2.sets * l2.line_bytes, base, n_hp, &rng);
     else t3.name = "LLC";
     munmap(base, (size_t)n_hp * CP_HP);
+    cp_test_frames(&t4, &l2, &rng);
 
     const char *verdict, *bits;
-    char bits_buf[48], evidence[768];
+    char bits_buf[48], evidence[1024];
     int l2c = t2.applicable && t2.ratio >= CP_CONFLICT, l2n = !t2.applicable || t2.ratio <= CP_NONE;
     int l3c = t3.applicable && t3.ratio >= CP_CONFLICT, l3n = !t3.applicable || t3.ratio <= CP_NONE;
     if (!t1.applicable || t1.ratio < CP_CONFLICT) {
@@ -313,12 +358,18 @@ int hpm_colour_probe(int json) {
     } else {
         verdict = "inconclusive"; bits = "unknown";
     }
+    char frames[200];
+    if (t4.applicable)
+        snprintf(frames, sizeof frames, "4 KiB frames by guest PFN colour (BPM, %s) %.2f/%.2f ns = %.2fx %s", t4.bits,
+                 t4.same_ns, t4.diff_ns, t4.ratio, cp_class(&t4));
+    else
+        snprintf(frames, sizeof frames, "frame colours (BPM) not tested: needs root for PFNs");
     snprintf(evidence, sizeof evidence,
              "pointer chases inside %d verified 2 MiB huge pages, median of >=%d trials, same-set/diff-set latency: "
              "L1 (bits %s, sanity) %.2f/%.2f ns = %.2fx %s; L2 (bits %s) %.2f/%.2f ns = %.2fx %s; "
-             "LLC (bits %s) %.2f/%.2f ns = %.2fx %s. %s",
+             "LLC (bits %s) %.2f/%.2f ns = %.2fx %s; %s. %s",
              n_hp, t1.trials, t1.bits, t1.same_ns, t1.diff_ns, t1.ratio, cp_class(&t1), t2.bits, t2.same_ns,
-             t2.diff_ns, t2.ratio, cp_class(&t2), t3.bits, t3.same_ns, t3.diff_ns, t3.ratio, cp_class(&t3),
+             t2.diff_ns, t2.ratio, cp_class(&t2), t3.bits, t3.same_ns, t3.diff_ns, t3.ratio, cp_class(&t3), frames,
              !strcmp(verdict, "not controllable")
                  ? "Virtual bits 12-20 do not select cache sets: the huge pages are not physically contiguous "
                    "(the host backs this guest with 4 KiB pages), so colouring by address has no effect and "
@@ -333,13 +384,16 @@ int hpm_colour_probe(int json) {
                l1.size_bytes >> 10, l1.ways, l1.sets, l2.size_bytes >> 10, l2.ways, l2.sets, llc.level,
                llc.size_bytes >> 10, llc.ways, llc.sets);
         cp_json_test(&t1); printf(","); cp_json_test(&t2); printf(","); cp_json_test(&t3);
+        printf(",\"frame_colours\":\"%s\",", !t4.applicable ? "untested" : t4.ratio >= CP_CONFLICT ? "controllable"
+                                              : t4.ratio <= CP_NONE ? "not controllable" : "unclear");
+        cp_json_test(&t4);
         printf("}\n");
     } else {
         printf("colour probe\n  caches: L1d %ld KiB %ld-way %ld sets; L2 %ld KiB %ld-way %ld sets; L%d %ld KiB %ld-way %ld sets\n",
                l1.size_bytes >> 10, l1.ways, l1.sets, l2.size_bytes >> 10, l2.ways, l2.sets, llc.level,
                llc.size_bytes >> 10, llc.ways, llc.sets);
-        const cp_test_t *ts[3] = {&t1, &t2, &t3};
-        for (int i = 0; i < 3; i++)
+        const cp_test_t *ts[4] = {&t1, &t2, &t3, &t4};
+        for (int i = 0; i < 4; i++)
             printf("  %-4s %3d lines %7ld B apart (bits %-5s): same set %6.2f ns, different sets %6.2f ns, "
                    "ratio %.2f -> %s\n", ts[i]->name, ts[i]->lines, ts[i]->stride_bytes, ts[i]->bits,
                    ts[i]->same_ns, ts[i]->diff_ns, ts[i]->ratio, cp_class(ts[i]));
