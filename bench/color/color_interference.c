@@ -95,7 +95,7 @@ static void parse(int argc, char **argv, cfg_t *c) {
     c->duration_ms = 2000;
     c->streamer_colours = 1;
     c->mode = "shared";
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) {
             printf("usage: %s [--mode alone|shared|partitioned] [--llc BYTES] [--sensitive BYTES] [--stream BYTES]\n"
@@ -110,7 +110,6 @@ static void parse(int argc, char **argv, cfg_t *c) {
         else if (!strcmp(a, "--duration-ms")) c->duration_ms = bench_arg_size(argv[0], a, v, 10, 3600000);
         else if (!strcmp(a, "--streamer-colours")) c->streamer_colours = strtoull(v, NULL, 0);
         else bench_usage_error(argv[0], "unknown option %s", a);
-        i++;
     }
     if (strcmp(c->mode, "alone") && strcmp(c->mode, "shared") && strcmp(c->mode, "partitioned"))
         bench_usage_error(argv[0], "--mode must be alone, shared or partitioned");
