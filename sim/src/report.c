@@ -36,7 +36,7 @@ static double mean_free_mib(const sim_result_t *r) {
 }
 
 static void print_row(FILE *f, const char *label, const double *v, int n, const char *fmt, bool ratio) {
-    fprintf(f, "%-38s", label);
+    fprintf(f, "%-46s", label);
     for (int i = 0; i < n; i++) {
         char cell[32];
         if (v[i] < 0) snprintf(cell, sizeof cell, "-");
@@ -51,7 +51,7 @@ static void print_row(FILE *f, const char *label, const double *v, int n, const 
 }
 
 void sim_report_table(FILE *f, const sim_result_t *r, int n) {
-    fprintf(f, "%-38s", "");
+    fprintf(f, "%-46s", "");
     for (int i = 0; i < n; i++) fprintf(f, " %14s", sim_policy_name(r[i].policy));
     if (n == 2) fprintf(f, " %14s", "illum/linux");
     fputc('\n', f);
@@ -69,9 +69,9 @@ void sim_report_table(FILE *f, const sim_result_t *r, int n) {
     ROW("  from free lists", "%.0f", (double)s->hp_from_free, false);
     ROW("  right after direct compaction", "%.0f", (double)s->hp_after_compact, false);
     ROW("huge blocks produced by compaction", "%.0f", (double)s->compact_produced_hp, true);
-    ROW("compaction runs", "%.0f", (double)s->compact_runs, false);
-    ROW("  of which kswapd (background)", "%.0f", (double)s->kswapd_compactions, false);
-    ROW("  skipped: too little free memory", "%.0f", (double)s->compact_skipped, false);
+    ROW("compaction runs (direct + kswapd + whole)", "%.0f", (double)s->compact_runs, false);
+    ROW("kswapd compaction requests", "%.0f", (double)s->kswapd_compactions, false);
+    ROW("compactions skipped (free memory, fragindex)", "%.0f", (double)s->compact_skipped, false);
     ROW("pages scanned (migrate + free scanner)", "%.0f", (double)(s->compact_mig_scanned + s->compact_free_scanned), true);
     ROW("  by the migrate scanner", "%.0f", (double)s->compact_mig_scanned, true);
     ROW("  by the free scanner", "%.0f", (double)s->compact_free_scanned, true);
