@@ -227,7 +227,7 @@ hpm_heap_t *_hpm_heap_acquire(void) {
         if (!h) return NULL;
         pthread_mutex_lock(&heaps_lock);
         h->next_all = heaps_all;
-        heaps_all = h;
+        __atomic_store_n(&heaps_all, h, __ATOMIC_RELEASE);   /* readers walk without the lock */
         pthread_mutex_unlock(&heaps_lock);
     }
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
@@ -244,11 +244,12 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     return h;
 }
 
+/* Heaps are never freed and only ever pushed at the head, so the list can
+ * be walked without the lock (from any lock context). */
 int64_t _hpm_heaps_used_bytes(void) {
     int64_t sum = 0;
-    pthread_mutex_lock(&heaps_lock);
-    for (hpm_heap_t *h = heaps_all; h; h = h->next_all) sum += __atomic_load_n(&h->used_bytes, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&heaps_lock);
+    for (hpm_heap_t *h = __atomic_load_n(&heaps_all, __ATOMIC_ACQUIRE); h; h = h->next_all)
+        sum += __atomic_load_n(&h->used_bytes, __ATOMIC_RELAXED);
     return sum;
 }
 

@@ -108,7 +108,6 @@ static int arena_grow(hpm_pageheap_t *ph, size_t n_hp) {
     }
     __atomic_store_n(&ph->top_hp, new_top, __ATOMIC_RELEASE);
     if (ph == &_hpm_ph) __atomic_store_n(&_hpm_map.top_bytes, (uintptr_t)new_top << HPM_HP_SHIFT, __ATOMIC_RELEASE);
-    _hpm_stats->bytes_mapped = (uint64_t)ph->top_hp << HPM_HP_SHIFT;
     return 0;
 }
 
@@ -276,7 +275,9 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
     if (!hp) hp = hp_get_empty(ph);
     if (!hp) hp = _hpm_filler_find(ph, other, n_pages);   /* out of memory: pollute */
     if (!hp) return NULL;
-    return span_place(ph, hp, n_pages, kind, -1);
+    hpm_span_t *s = span_place(ph, hp, n_pages, kind, -1);
+    _hpm_ph_publish(ph);
+    return s;
 }
 
 /* n_hp consecutive non-active hugepages whose start is aligned to align_hp. */
@@ -338,7 +339,8 @@ hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align
         hp_use_pages(ph, hp_at(ph, (size_t)first + i), 0, n, s);
         if (left <= HPM_PAGES_PER_HP) break;
     }
-    _hpm_stats->large_allocs++;
+    if (ph == &_hpm_ph) _hpm_stats->large_allocs++;
+    _hpm_ph_publish(ph);
     return s;
 }
 

@@ -184,6 +184,8 @@ HPM_INTERNAL void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns);
 /* Release everything possible now. subrelease: also free pages inside
  * partial hugepages, emptiest first. Returns bytes released. */
 HPM_INTERNAL size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease);
+/* Copy the pageheap's counts into the published counters. */
+HPM_INTERNAL void _hpm_ph_publish(hpm_pageheap_t *ph);
 
 /* filler.c: the sets of partial hugepages */
 HPM_INTERNAL void _hpm_filler_insert(hpm_pageheap_t *ph, hpm_hp_t *hp);

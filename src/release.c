@@ -82,8 +82,28 @@ static size_t subrelease_until(hpm_pageheap_t *ph, size_t target_pages) {
     return released;
 }
 
+/* Copy the pageheap's counts to the published counters (hpm stat reads
+ * them live). Only the process's own pageheap publishes. */
+void _hpm_ph_publish(hpm_pageheap_t *ph) {
+    if (ph != &_hpm_ph) return;
+    hpm_stats_t *s = _hpm_stats;
+    s->hp_in_use = ph->active_count;
+    s->hp_cached = ph->cache_count;
+    s->hp_backed = ph->active_count + ph->cache_count;
+    s->hp_released = ph->released_total;
+    s->hp_hybrid = ph->hybrid_count;
+    s->pages_subreleased = ph->subrel_pages + __atomic_load_n(&_hpm_slab_held_pages, __ATOMIC_RELAXED);
+    s->bytes_mapped = (uint64_t)ph->top_hp << HPM_HP_SHIFT;
+    static unsigned calls;
+    if ((calls++ & 15) == 0) {   /* the sum over thread heaps: every 16th change */
+        int64_t used = _hpm_heaps_used_bytes();
+        s->bytes_in_use = used > 0 ? (uint64_t)used : 0;
+    }
+}
+
 void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns) {
     uint64_t delay_ns = (uint64_t)ph->release_delay_ms * 1000000ull;
+    _hpm_ph_publish(ph);
     if (now_ns - ph->last_release_check_ns < delay_ns / 8 && ph->cache_count <= ph->cache_keep_hp * 8) return;
     ph->last_release_check_ns = now_ns;
     while (ph->cache_count > ph->cache_keep_hp && ph->cache_tail &&
@@ -91,9 +111,7 @@ void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns) {
         if (!release_whole(ph, ph->cache_tail)) break;
     }
     if (ph->subrelease) subrelease_until(ph, ph->used_pages_total / 16);
-    _hpm_stats->hp_cached = ph->cache_count;
-    _hpm_stats->hp_released = ph->released_total;
-    _hpm_stats->pages_subreleased = ph->subrel_pages;
+    _hpm_ph_publish(ph);
 }
 
 size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease) {
@@ -105,8 +123,6 @@ size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease) {
         hp = prev;
     }
     if (subrelease) pages += subrelease_until(ph, ph->used_pages_total / 16);
-    _hpm_stats->hp_cached = ph->cache_count;
-    _hpm_stats->hp_released = ph->released_total;
-    _hpm_stats->pages_subreleased = ph->subrel_pages;
+    _hpm_ph_publish(ph);
     return pages << HPM_PAGE_SHIFT;
 }
