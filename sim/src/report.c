@@ -160,7 +160,7 @@ int sim_report_plots(const char *dir, const sim_result_t *r, int n, char *err, s
     FILE *g = popen("gnuplot 2>&1", "w");
     if (!g) { snprintf(err, len, "cannot run gnuplot: %s", strerror(errno)); return -1; }
     fprintf(g, "set terminal pngcairo size 900,540 font 'sans,11'\nset grid\nset key top right\n"
-               "set xlabel 'simulated time (million operations)'\nset datafile missing 'NaN'\n");
+               "set xlabel 'simulated time (million operations)'\n");
     fprintf(g, "set output '%s/hybrid.png'\nset title 'Hybrid pageblocks (kernel and movable pages in one block)'\n"
                "set ylabel 'hybrid pageblocks (%% of all)'\nset yrange [0:*]\n", dir);
     plot_lines(g, dat, r, n, 2, "lines");

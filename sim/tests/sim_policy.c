@@ -172,6 +172,32 @@ static void compaction_skips_hybrids(void) {
           sim_cost_per_hp(&ls), sim_cost_per_hp(&is));
 }
 
+/* Block 0 relabelled UNMOVABLE by a Linux steal still holds movable pages:
+ * async compaction leaves it (not MOVABLE), sync whole-memory compaction
+ * migrates them out in vain; Illuminator skips it in both modes. */
+static void sync_compaction(enum sim_policy p) {
+    mem_t m = fill(16, p, 0, 100);
+    free_in_block(&m, 0, 300);
+    sim_alloc(m.s, 0, SIM_UNMOVABLE);
+    for (uint32_t b = 5; b < 8; b++) free_in_block(&m, b, 500);
+    sim_block_info_t before = info(&m, 0);
+    sim_compact_all(m.s);
+    sim_block_info_t after = info(&m, 0);
+    sim_stats_t st;
+    sim_get_stats(m.s, &st);
+    if (p == SIM_LINUX) {
+        CHECK(before.label == SIM_UNMOVABLE && before.movable_pages == 212, "linux: block 0 unmovable with movable pages");
+        CHECK(after.movable_pages == 0 && st.compact_wasted >= 212, "linux sync compaction emptied it in vain (%u left, %llu wasted)",
+              after.movable_pages, (unsigned long long)st.compact_wasted);
+    } else {
+        CHECK(before.label == SIM_MIXED, "illuminator: block 0 MIXED");
+        CHECK(after.movable_pages == before.movable_pages && st.compact_wasted == 0, "illuminator sync compaction skipped it");
+    }
+    CHECK(st.compact_produced_hp > 0, "%s: whole-memory compaction produced huge blocks (%llu)", sim_policy_name(p),
+          (unsigned long long)st.compact_produced_hp);
+    done(&m);
+}
+
 static void rcu_and_prudence(int prudence) {
     char err[256];
     sim_config_t cfg = {.mem_mib = 8, .policy = SIM_LINUX, .prudence = prudence, .rcu_grace_ops = 1000000};
@@ -209,6 +235,8 @@ int main(void) {
     illuminator_mixed_first();
     illuminator_mixed_returns();
     compaction_skips_hybrids();
+    sync_compaction(SIM_LINUX);
+    sync_compaction(SIM_ILLUMINATOR);
     rcu_and_prudence(0);
     rcu_and_prudence(1);
     return TEST_DONE();
