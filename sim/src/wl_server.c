@@ -68,6 +68,11 @@ static void anon_grow(wctx_t *w, server_t *sv, bool huge) {
     }
     if (huge) {
         if (w_huge(w, &id)) {
+            if (id & 0x80000000u) {   /* the top bit marks huge entries below */
+                snprintf(w->err, w->err_len, "server: more than 2^31 ids; run fewer --ops");
+                w->error = 1;
+                return;
+            }
             idvec_push(w, &sv->anon, id | 0x80000000u);
             sv->anon_pages += 512;
             return;
