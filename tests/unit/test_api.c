@@ -8,10 +8,13 @@
  * with the contents checked, calloc zeroing (also of reused memory),
  * malloc(0), the errno cases (ENOMEM for impossible sizes and overflows,
  * EINVAL for bad alignments), hpm_range on interior pointers and on things
- * that are not live allocations, the counters, options and hpm_trim.
+ * that are not live allocations (also blocks freed by another thread), the
+ * reuse of freed blocks that are freed again unwritten, the counters,
+ * options and hpm_trim.
  * Prints "N passed, N failed". */
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +419,44 @@ static void test_range(void)
     CHECK(!hpm_range((void *)test_range, NULL, NULL), "hpm_range(code) is true");
 }
 
+enum { REUSE_N = 3000 };
+static void *reuse_blocks[REUSE_N];
+
+static void *free_all_reuse_blocks(void *arg)
+{
+    for (int i = 0; i < REUSE_N; i++) free(reuse_blocks[i]);
+    return arg;
+}
+
+/* Blocks freed by another thread are not live; the blocks then handed out
+ * again are live even before they are written, and freeing them unwritten
+ * is no double free (a stale free-block mark must not survive malloc). */
+static void test_remote_free_and_unwritten_reuse(void)
+{
+    static const size_t sizes[] = { 16, 48, 200, 1000, 5000, 40000, 300000 };
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        for (int round = 0; round < 2; round++) {
+            for (int i = 0; i < REUSE_N; i++) reuse_blocks[i] = malloc(sizes[s]);
+            uintptr_t first = (uintptr_t)opaque_ptr(reuse_blocks[0]);
+            pthread_t t;
+            if (pthread_create(&t, NULL, free_all_reuse_blocks, NULL) != 0) {
+                CHECK(0, "pthread_create");
+                return;
+            }
+            pthread_join(t, NULL);
+            CHECK(!hpm_range((void *)first, NULL, NULL), "block of %zu freed by another thread is still live",
+                  sizes[s]);
+            int dead = 0;
+            for (int i = 0; i < REUSE_N; i++) {
+                reuse_blocks[i] = round ? memalign(64, sizes[s]) : malloc(sizes[s]);
+                if (!reuse_blocks[i] || !hpm_range(reuse_blocks[i], NULL, NULL)) dead++;
+            }
+            CHECK(dead == 0, "%d fresh unwritten blocks of %zu are not live", dead, sizes[s]);
+            for (int i = 0; i < REUSE_N; i++) free(reuse_blocks[i]); /* unwritten */
+        }
+    }
+}
+
 static void test_sized_free(void)
 {
     for (size_t n = 1; n < 8 * MiB; n = n * 3 + 1) {
@@ -555,6 +596,7 @@ int main(void)
     test_realloc();
     test_calloc();
     test_range();
+    test_remote_free_and_unwritten_reuse();
     test_sized_free();
     test_stats();
     test_options();
