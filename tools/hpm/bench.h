@@ -56,6 +56,7 @@ typedef struct {
     long thp_peak_kib;       /* largest AnonHugePages seen */
     double thp_peak_pct;     /* largest AnonHugePages/Anonymous, percent; -1 = never sampled */
     int64_t perf[HPM_PERF_N];
+    double load1;            /* 1-minute load average when the run ended */
     char result[1024];       /* the program's last RESULT line, without "RESULT " */
     char error[512];         /* failure: status and last lines, one line */
 } hpm_bench_run_t;

@@ -243,7 +243,7 @@ static void run_case(const hpm_bench_ctx_t *ctx, const hpm_bench_case_t *c, cons
     }
     double factor = planned_est > 0 ? spent / planned_est : 1;
     char eta[32];
-    hpm_bench_fmt_duration(st->expected_left_s * factor, eta, sizeof eta);
+    hpm_bench_fmt_duration(st->expected_left_s > 0 ? st->expected_left_s * factor : 0, eta, sizeof eta);
     fprintf(stderr, "hpm bench: [%3d/%d] %-14s %-15s rep %d/%d  %6.2fs  %s  ETA %s\n", st->done, st->planned, c->name,
             a->name, rep, ctx->reps, mono_s() - t0, r.ok ? "ok" : "FAILED", eta);
     if (!r.ok) fprintf(stderr, "hpm bench:        %s\n", r.error);

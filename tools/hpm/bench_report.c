@@ -187,6 +187,18 @@ static void colour_probe(const hpm_bench_state_t *st, char *out, size_t len) {
     snprintf(out, len, "**%s**%s%s", verdict, evidence[0] ? ". " : "", evidence);
 }
 
+/* Median, min and max of the load recorded after each run. */
+static double load_stats(const hpm_bench_state_t *st, double *min, double *max) {
+    double *v = malloc(sizeof *v * (size_t)(st->n_runs + 1));
+    int n = 0;
+    for (int i = 0; v && i < st->n_runs; i++)
+        if (st->runs[i].load1 >= 0) v[n++] = st->runs[i].load1;
+    hpm_bench_minmax(v, n, min, max);
+    double med = hpm_bench_median(v, n);
+    free(v);
+    return med;
+}
+
 static void machine_section(FILE *f, const hpm_bench_ctx_t *ctx) {
     const hpm_bench_state_t *st = ctx->priv;
     char cpu[256], thp[128], defrag[128], nr_hp[64], hp_size[64], load[128], mem[64], probe[1400];
@@ -207,6 +219,12 @@ static void machine_section(FILE *f, const hpm_bench_ctx_t *ctx) {
     fprintf(f, "- hugetlb pool: nr_hugepages %s (page size %s)\n", nr_hp[0] ? nr_hp : "?", hp_size[0] ? hp_size : "?");
     fprintf(f, "- Load average (1/5/15 min, runnable/total, last pid): at start `%s`, at end `%s`\n",
             st->load_start[0] ? st->load_start : "?", load);
+    double lmin, lmax, lmed = load_stats(st, &lmin, &lmax);
+    if (isfinite(lmed))
+        fprintf(f, "- 1-minute load after each run: median %.2f, min %.2f, max %.2f on %ld cores%s\n", lmed, lmin, lmax,
+                sysconf(_SC_NPROCESSORS_ONLN),
+                lmax > (double)sysconf(_SC_NPROCESSORS_ONLN) ? " (**busy**: other work shared the CPUs; treat small "
+                                                               "differences as noise)" : "");
     fprintf(f, "- Hardware counters: %s\n", st->perf_note);
     fprintf(f, "- Colour / TLB probe (`hpm stat --colours`): %s\n\n", probe);
     fprintf(f, "| allocator | status | library (LD_PRELOAD) | setting | version |\n|---|---|---|---|---|\n");

@@ -306,6 +306,9 @@ int hpm_bench_run_child(const hpm_bench_ctx_t *ctx, const char *suite, const cha
     r.maxrss_kib = ru.ru_maxrss;
     r.minflt = ru.ru_minflt;
     r.majflt = ru.ru_majflt;
+    FILE *la = fopen("/proc/loadavg", "re");
+    if (!la || fscanf(la, "%lf", &r.load1) != 1) r.load1 = -1;
+    if (la) fclose(la);
     read_log(log_path, &r, tail, sizeof tail);
     finish_status(&r, status, timed_out, timeout_s, tail);
     record(ctx, &r);
@@ -325,7 +328,7 @@ void hpm_bench_runs_csv(FILE *f, const hpm_bench_run_t *runs, int n) {
     fprintf(f, "suite,bench,alloc,rep,ok,exit_code,signal,wall_s,user_s,sys_s,maxrss_kib,minflt,majflt,"
                "anon_peak_kib,thp_peak_kib,thp_peak_pct");
     for (int i = 0; i < HPM_PERF_N; i++) fprintf(f, ",%s", hpm_bench_perf_names[i]);
-    fprintf(f, ",result,error\n");
+    fprintf(f, ",load1,result,error\n");
     for (int i = 0; i < n; i++) {
         const hpm_bench_run_t *r = &runs[i];
         hpm_bench_csv_field(f, r->suite);
@@ -340,6 +343,7 @@ void hpm_bench_runs_csv(FILE *f, const hpm_bench_run_t *runs, int n) {
         csv_num(f, r->thp_peak_pct < 0 ? -1 : (double)r->thp_peak_kib, "%.0f");
         csv_num(f, r->thp_peak_pct, "%.2f");
         for (int k = 0; k < HPM_PERF_N; k++) csv_num(f, (double)r->perf[k], "%.0f");
+        csv_num(f, r->load1, "%.2f");
         fputc(',', f);
         hpm_bench_csv_field(f, r->result);
         fputc(',', f);
