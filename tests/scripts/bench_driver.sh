@@ -14,15 +14,9 @@
 # Ends with "N passed, N failed". Takes well under a minute.
 set -u
 cd "$(dirname "$0")/../.."
-. tests/scripts/bench_shim.inc
+. tests/scripts/bench_common.inc
 HPM=build/hpm
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
-
-tmp=$(mktemp -d /tmp/hpm-bench-driver.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+bench_setup hpm-bench-driver
 
 # 1. unit tests of the pure code
 $HPM bench --selftest >"$tmp/self" 2>&1
@@ -100,5 +94,4 @@ $HPM bench --reps 0 >/dev/null 2>&1
 check "[[ $? -eq 2 ]]" "--reps 0 must exit 2"
 check "[[ ! -e '$tmp/res3/latest' ]]" "a refused run must not write results"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

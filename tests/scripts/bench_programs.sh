@@ -9,15 +9,9 @@
 # time. Ends with "N passed, N failed". Takes a few seconds.
 set -u
 cd "$(dirname "$0")/../.."
-. tests/scripts/bench_shim.inc
+. tests/scripts/bench_common.inc
 B=build/bench
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
-
-tmp=$(mktemp -d /tmp/hpm-bench-progs.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+bench_setup hpm-bench-progs
 
 # program -> tiny arguments
 declare -A tiny=(
@@ -104,5 +98,4 @@ else
   bad "cannot compile the broken-allocator shim: $(cat "$tmp/cc.err")"
 fi
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -223,7 +223,7 @@ static void machine_section(FILE *f, const hpm_bench_ctx_t *ctx) {
     if (isfinite(lmed))
         fprintf(f, "- 1-minute load after each run: median %.2f, min %.2f, max %.2f on %ld cores%s\n", lmed, lmin, lmax,
                 sysconf(_SC_NPROCESSORS_ONLN),
-                lmax > (double)sysconf(_SC_NPROCESSORS_ONLN) ? " (**busy**: other work shared the CPUs; treat small "
+                lmax > (double)sysconf(_SC_NPROCESSORS_ONLN) + 1 ? " (**busy**: other work shared the CPUs; treat small "
                                                                "differences as noise)" : "");
     fprintf(f, "- Hardware counters: %s\n", st->perf_note);
     fprintf(f, "- Colour / TLB probe (`hpm stat --colours`): %s\n\n", probe);
@@ -331,6 +331,40 @@ static void bench_table(FILE *f, const hpm_bench_ctx_t *ctx, const char *bench) 
     fprintf(f, "\n");
 }
 
+/* For a case whose metrics include patterns ("nodes_ns@*", "ms_k*"): one
+ * row per expanded key, one column per allocator, medians. */
+static void detail_table(FILE *f, const hpm_bench_ctx_t *ctx, const char *bench) {
+    const hpm_bench_state_t *st = ctx->priv;
+    const hpm_bench_case_t *c = hpm_bench_case_find(bench);
+    if (!c || !strchr(c->metrics, '*')) return;
+    static char keys[MAX_KEYS][KEY_LEN];
+    int nk = bench_metrics(st, bench, keys, MAX_KEYS), rows = 0;
+    for (int k = 0; k < nk; k++) {
+        char pats[512];
+        int patterned = 0;
+        hpm_bench_copy(pats, sizeof pats, c->metrics);
+        for (char *save = NULL, *p = strtok_r(pats, ",", &save); p; p = strtok_r(NULL, ",", &save))
+            patterned |= strchr(p, '*') && hpm_bench_metric_match(p, keys[k]);
+        if (!patterned) continue;
+        if (rows++ == 0) {
+            fprintf(f, "Medians per size or step (`*_ns@BYTES`: ns per node at that working set; "
+                       "`ms_kK`: ms for K clusters):\n\n| metric |");
+            for (int a = 0; a < ctx->n_allocs; a++) fprintf(f, " %s |", ctx->allocs[a].name);
+            fprintf(f, "\n|---|");
+            for (int a = 0; a < ctx->n_allocs; a++) fprintf(f, "---|");
+            fprintf(f, "\n");
+        }
+        fprintf(f, "| %s |", keys[k]);
+        for (int a = 0; a < ctx->n_allocs; a++) {
+            char v[32];
+            fmt_val(v, sizeof v, hpm_bench_cell(st, bench, ctx->allocs[a].name, keys[k], NULL, NULL, NULL));
+            fprintf(f, " %s |", v);
+        }
+        fprintf(f, "\n");
+    }
+    if (rows) fprintf(f, "\n");
+}
+
 static void failures_section(FILE *f, const hpm_bench_state_t *st) {
     int n = 0;
     for (int i = 0; i < st->n_runs; i++) n += !st->runs[i].ok;
@@ -389,7 +423,10 @@ int hpm_bench_write_report(const hpm_bench_ctx_t *ctx, const char *path, const c
     failures_section(f, st);
     if (plots_note && plots_note[0]) fprintf(f, "## Plots\n\n%s\n\n", plots_note);
     fprintf(f, "## Per benchmark\n\n");
-    for (int b = 0; b < nd; b++) bench_table(f, ctx, driver_benches[b]);
+    for (int b = 0; b < nd; b++) {
+        bench_table(f, ctx, driver_benches[b]);
+        detail_table(f, ctx, driver_benches[b]);
+    }
     how_to_read(f, ctx, st);
     if (st->suites_absent[0]) fprintf(f, "## Suites not built\n\n%s: not built into this hpm.\n\n", st->suites_absent);
     if (st->extra_md) fputs(st->extra_md, f);
