@@ -97,6 +97,8 @@ int hpm_bench_run_child(const hpm_bench_ctx_t *ctx, const char *suite, const cha
 /* Probes perf_event_open once (on this process) and fills st->perf_ok/note. */
 void hpm_bench_perf_probe(hpm_bench_state_t *st);
 void hpm_bench_runs_csv(FILE *f, const hpm_bench_run_t *runs, int n);
+/* SIGINT/SIGTERM/SIGHUP kill the running child's process group first. */
+void hpm_bench_catch_signals(void);
 
 /* ---- bench_report.c / bench_plot.c ---- */
 /* Marks runs whose result-line checksum disagrees with the majority of

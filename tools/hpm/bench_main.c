@@ -324,6 +324,7 @@ int hpm_cmd_bench(int argc, char **argv) {
     st.n_all_allocs = n_all;
     st.selected = o.alloc_list;
     hpm_bench_perf_probe(&st);
+    hpm_bench_catch_signals();
     hpm_bench_ctx_t ctx = {.out_dir = out_dir, .hpm_dir = hpm_dir, .bench_dir = bench_dir,
                            .quick = o.scale != HPM_SCALE_FULL, .tiny = o.scale == HPM_SCALE_TINY, .reps = o.reps,
                            .baseline = baseline, .n_allocs = n_sel, .allocs = sel, .run = hpm_bench_run_child,

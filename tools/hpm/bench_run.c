@@ -6,6 +6,9 @@
  * huge-page coverage, and waits on a pidfd so that the end of the child is
  * seen at once. wait4 gives user/sys time, max RSS and faults.
  *
+ * Each row is appended to runs.csv as soon as the run ends; an interrupt
+ * (SIGINT/SIGTERM/SIGHUP) kills the running child's process group first.
+ *
  * Invariant: a run that exits non-zero, dies on a signal, times out or
  * prints no RESULT line is a failure (ok = 0, error = status + last output
  * lines) and none of its numbers are used as a time. */
@@ -27,6 +30,8 @@
 #include "bench_int.h"
 
 #define SAMPLE_MS 50
+
+static volatile sig_atomic_t current_child;   /* pid of the running child, 0 = none */
 
 static double now_s(void) {
     struct timespec ts;
@@ -187,6 +192,8 @@ static void read_log(const char *path, hpm_bench_run_t *r, char *tail, size_t ta
         len += (size_t)snprintf(tail + len, tail_len - len, "%s%s", i > first ? " | " : "", lines[i % 4]);
 }
 
+static void append_row(const hpm_bench_ctx_t *ctx, const hpm_bench_run_t *r);
+
 static void record(const hpm_bench_ctx_t *ctx, const hpm_bench_run_t *r) {
     hpm_bench_state_t *st = ctx->priv;
     if (st->n_runs == st->cap_runs) {
@@ -197,6 +204,7 @@ static void record(const hpm_bench_ctx_t *ctx, const hpm_bench_run_t *r) {
         st->cap_runs = cap;
     }
     st->runs[st->n_runs++] = *r;
+    append_row(ctx, r);
 }
 
 static void finish_status(hpm_bench_run_t *r, int status, int timed_out, double timeout_s, const char *tail) {
@@ -261,6 +269,7 @@ int hpm_bench_run_child(const hpm_bench_ctx_t *ctx, const char *suite, const cha
         return -1;
     }
     setpgid(pid, pid);
+    current_child = pid;
     int pfd[HPM_PERF_N];
     for (int i = 0; i < HPM_PERF_N; i++) {
         perf_spec_t s;
@@ -293,6 +302,7 @@ int hpm_bench_run_child(const hpm_bench_ctx_t *ctx, const char *suite, const cha
         }
     }
     r.wall_s = now_s() - t0;
+    current_child = 0;
     if (pidfd >= 0) close(pidfd);
     for (int i = 0; i < HPM_PERF_N; i++) {
         if (pfd[i] < 0) continue;
@@ -324,30 +334,62 @@ static void csv_num(FILE *f, double v, const char *fmt) {
     else fprintf(f, fmt, v);
 }
 
-void hpm_bench_runs_csv(FILE *f, const hpm_bench_run_t *runs, int n) {
+static void csv_header(FILE *f) {
     fprintf(f, "suite,bench,alloc,rep,ok,exit_code,signal,wall_s,user_s,sys_s,maxrss_kib,minflt,majflt,"
                "anon_peak_kib,thp_peak_kib,thp_peak_pct");
     for (int i = 0; i < HPM_PERF_N; i++) fprintf(f, ",%s", hpm_bench_perf_names[i]);
     fprintf(f, ",load1,result,error\n");
-    for (int i = 0; i < n; i++) {
-        const hpm_bench_run_t *r = &runs[i];
-        hpm_bench_csv_field(f, r->suite);
-        fputc(',', f);
-        hpm_bench_csv_field(f, r->bench);
-        fputc(',', f);
-        hpm_bench_csv_field(f, r->alloc);
-        fprintf(f, ",%d,%d,%d,%d", r->rep, r->ok, r->exit_code, r->term_signal);
-        fprintf(f, ",%.4f,%.4f,%.4f,%ld,%ld,%ld", r->wall_s, r->user_s, r->sys_s, r->maxrss_kib, r->minflt,
-                r->majflt);
-        csv_num(f, r->thp_peak_pct < 0 ? -1 : (double)r->anon_peak_kib, "%.0f");
-        csv_num(f, r->thp_peak_pct < 0 ? -1 : (double)r->thp_peak_kib, "%.0f");
-        csv_num(f, r->thp_peak_pct, "%.2f");
-        for (int k = 0; k < HPM_PERF_N; k++) csv_num(f, (double)r->perf[k], "%.0f");
-        csv_num(f, r->load1, "%.2f");
-        fputc(',', f);
-        hpm_bench_csv_field(f, r->result);
-        fputc(',', f);
-        hpm_bench_csv_field(f, r->error);
-        fputc('\n', f);
-    }
+}
+
+static void csv_row(FILE *f, const hpm_bench_run_t *r) {
+    hpm_bench_csv_field(f, r->suite);
+    fputc(',', f);
+    hpm_bench_csv_field(f, r->bench);
+    fputc(',', f);
+    hpm_bench_csv_field(f, r->alloc);
+    fprintf(f, ",%d,%d,%d,%d", r->rep, r->ok, r->exit_code, r->term_signal);
+    fprintf(f, ",%.4f,%.4f,%.4f,%ld,%ld,%ld", r->wall_s, r->user_s, r->sys_s, r->maxrss_kib, r->minflt, r->majflt);
+    csv_num(f, r->thp_peak_pct < 0 ? -1 : (double)r->anon_peak_kib, "%.0f");
+    csv_num(f, r->thp_peak_pct < 0 ? -1 : (double)r->thp_peak_kib, "%.0f");
+    csv_num(f, r->thp_peak_pct, "%.2f");
+    for (int k = 0; k < HPM_PERF_N; k++) csv_num(f, (double)r->perf[k], "%.0f");
+    csv_num(f, r->load1, "%.2f");
+    fputc(',', f);
+    hpm_bench_csv_field(f, r->result);
+    fputc(',', f);
+    hpm_bench_csv_field(f, r->error);
+    fputc('\n', f);
+}
+
+void hpm_bench_runs_csv(FILE *f, const hpm_bench_run_t *runs, int n) {
+    csv_header(f);
+    for (int i = 0; i < n; i++) csv_row(f, &runs[i]);
+}
+
+/* Appends one row to runs.csv as soon as a run ends, so an interrupted
+ * evaluation keeps what it measured; the driver rewrites the file whole
+ * at the end (with the checksum cross-check applied). */
+static void append_row(const hpm_bench_ctx_t *ctx, const hpm_bench_run_t *r) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/runs.csv", ctx->out_dir);
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    if (ftell(f) == 0) csv_header(f);
+    csv_row(f, r);
+    fclose(f);
+}
+
+/* ---- interruption: a child in its own process group would outlive us ---- */
+
+static void on_signal(int sig) {
+    pid_t pid = (pid_t)current_child;
+    if (pid > 0) { kill(-pid, SIGKILL); kill(pid, SIGKILL); }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void hpm_bench_catch_signals(void) {
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
 }
