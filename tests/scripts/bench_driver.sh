@@ -7,6 +7,7 @@
 #     REPORT.md (machine, headline, per-benchmark sections, the counters'
 #     n/a reason) and four real PNG images (signature, > 1000 bytes), and
 #     points latest at the run; progress and ETA go to stderr.
+#     --report rebuilds the identical summary.csv from runs.csv alone.
 #  3. Failures: with HPM_LIB pointing at a broken allocator, the hpmalloc
 #     runs are recorded as failures with their exit status, never as times,
 #     and hpm bench exits 1.
@@ -65,6 +66,20 @@ if ! grep -q 'Hardware counters: hardware counters available' "$run/REPORT.md"; 
 fi
 check "grep -Eq '^\| memaccess-tlb \| nodes_ns_gmean \(lower\) \| [0-9.]+x' '$run/REPORT.md'" "headline row for memaccess-tlb"
 check "grep -q 'ETA' '$tmp/err' && grep -q '\[  1/' '$tmp/err'" "no progress/ETA on stderr"
+
+# 2b. --report rebuilds the same summary from runs.csv alone; a broken
+#     runs.csv is refused
+cp "$run/summary.csv" "$tmp/summary.orig"
+$HPM bench --report "$run" >/dev/null 2>"$tmp/err_r"
+check "[[ $? -eq 0 ]] && cmp -s '$tmp/summary.orig' '$run/summary.csv'" "--report does not reproduce summary.csv: $(tail -n 2 "$tmp/err_r")"
+check "grep -q 'regenerated' '$run/REPORT.md' && [[ -s '$run/pct_diff.png' ]]" "--report did not rewrite REPORT.md and plots"
+$HPM bench --report "$run" --baseline glibc >/dev/null 2>&1
+check "awk -F, 'NR>1 && \$3==\"glibc\" && \$10!=\"n/a\" && \$10!=\"1.0000\" {bad=1} END{exit bad}' '$run/summary.csv'" \
+      "--report --baseline glibc: glibc's ratio is not 1"
+mkdir -p "$tmp/broken"
+{ head -n 2 "$run/runs.csv"; echo 'micro,glibc-st,glibc,notanumber,1'; } >"$tmp/broken/runs.csv"
+$HPM bench --report "$tmp/broken" >/dev/null 2>"$tmp/err_b"
+check "[[ $? -eq 2 ]] && grep -q 'line 3' '$tmp/err_b'" "a malformed runs.csv must be refused with its line number"
 
 # 3. a broken "hpmalloc": its runs must be failures, never times
 if build_broken_alloc "$tmp"; then

@@ -84,6 +84,7 @@ typedef struct {
     int n_all_allocs;        /* every known allocator, selected or not */
     const hpm_bench_alloc_t *all_allocs;
     const char *selected;    /* --alloc list as given, or NULL */
+    int regenerated;         /* --report: runs read back from runs.csv */
     char load_start[64];     /* /proc/loadavg when the runs started */
     char command[512];       /* the command line, for the report */
     char suites_run[256];
@@ -113,6 +114,11 @@ int hpm_bench_write_plots(const hpm_bench_ctx_t *ctx, char *note, size_t note_le
  * n_out (may be NULL) gets the number of values, min/max (may be NULL) too. */
 double hpm_bench_cell(const hpm_bench_state_t *st, const char *bench, const char *alloc, const char *metric,
                       int *n_out, double *min, double *max);
+
+/* ---- bench_reload.c ---- */
+/* Appends the rows of a runs.csv to st->runs. Returns 0, or -1 (with a
+ * message) when the file is missing or a row cannot be parsed. */
+int hpm_bench_load_runs(const char *path, hpm_bench_state_t *st);
 
 /* ---- bench_selftest.c ---- */
 int hpm_bench_selftest(void);

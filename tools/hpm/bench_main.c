@@ -34,7 +34,7 @@ static double mono_s(void) {
 static void usage(FILE *f) {
     fprintf(f,
         "usage: hpm bench [SUITE|CASE...] [--alloc LIST] [--baseline NAME] [--quick|--full|--tiny]\n"
-        "                 [--reps N] [--out DIR] [--list] [--selftest]\n"
+        "                 [--reps N] [--out DIR] [--list] [--selftest] [--report RUNDIR]\n"
         "  Runs the benchmark programs under every allocator (LD_PRELOAD) and writes\n"
         "  DIR/<time>/{runs.csv,summary.csv,REPORT.md,*.png}; DIR/latest points at it.\n"
         "  SUITE: micro, macro, throughput (the default three), ccow, color, all;\n"
@@ -49,6 +49,8 @@ static void usage(FILE *f) {
         "  --out DIR        results folder (default: results)\n"
         "  --list           list the cases and allocators and exit\n"
         "  --selftest       check the driver's parsing and arithmetic, then exit\n"
+        "  --report RUNDIR  rewrite summary.csv, plots and REPORT.md of an earlier run\n"
+        "                   from its runs.csv (nothing is run; --baseline may change)\n"
         "  Exit status: 0 all runs succeeded, 1 some failed (see REPORT.md), 2 usage.\n"
         "  See docs/bench.md.\n");
 }
@@ -77,7 +79,7 @@ static void report_md(const hpm_bench_ctx_t *ctx, const char *md) {
 
 typedef struct {
     int scale, reps, list, selftest;
-    const char *alloc_list, *baseline, *out_root;
+    const char *alloc_list, *baseline, *out_root, *report_dir;
     int want_case[64], want_ccow, want_color, baseline_given;
 } opts_t;
 
@@ -113,6 +115,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
         else if (!strcmp(a, "--alloc") && has_val) o->alloc_list = argv[++i];
         else if (!strcmp(a, "--baseline") && has_val) { o->baseline = argv[++i]; o->baseline_given = 1; }
         else if (!strcmp(a, "--out") && has_val) o->out_root = argv[++i];
+        else if (!strcmp(a, "--report") && has_val) o->report_dir = argv[++i];
         else if (!strcmp(a, "--reps") && has_val) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
@@ -278,10 +281,54 @@ static void write_outputs(const hpm_bench_ctx_t *ctx, const char *out_root) {
     hpm_bench_write_plots(ctx, note, sizeof note);
     snprintf(path, sizeof path, "%s/REPORT.md", ctx->out_dir);
     hpm_bench_write_report(ctx, path, note);
+    if (!out_root) return;
     snprintf(path, sizeof path, "%s/latest", out_root);
     const char *base = strrchr(ctx->out_dir, '/');
     unlink(path);
     if (symlink(base ? base + 1 : ctx->out_dir, path) != 0) progress(ctx, "cannot make %s: %s", path, strerror(errno));
+}
+
+/* The command line, for the report's first line. */
+static void fill_command(hpm_bench_state_t *st, int argc, char **argv) {
+    size_t len = 0;
+    for (int i = 0; i < argc && len < sizeof st->command - 1; i++)
+        len += (size_t)snprintf(st->command + len, sizeof st->command - len, "%s%s", i ? " " : "hpm ", argv[i]);
+}
+
+/* --report RUNDIR: everything from runs.csv, nothing run again. */
+static int report_again(const opts_t *o, hpm_bench_state_t *st, const hpm_bench_alloc_t *all, int n_all,
+                        hpm_bench_ctx_t *ctx) {
+    static hpm_bench_alloc_t sel[HPM_BENCH_MAX_ALLOCS];
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/runs.csv", o->report_dir) >= (int)sizeof path) return 2;
+    if (hpm_bench_load_runs(path, st) != 0) return 2;
+    int n_sel = 0, reps = 1;
+    for (int i = 0; i < st->n_runs; i++) {
+        if (st->runs[i].rep > reps) reps = st->runs[i].rep;
+        int seen = 0;
+        for (int k = 0; k < n_sel; k++) seen |= !strcmp(sel[k].name, st->runs[i].alloc);
+        if (seen || n_sel == HPM_BENCH_MAX_ALLOCS) continue;
+        hpm_bench_alloc_t a = {.name = st->runs[i].alloc, .available = 1};
+        for (int k = 0; k < n_all; k++)
+            if (!strcmp(all[k].name, st->runs[i].alloc)) a = all[k];
+        a.available = 1;
+        sel[n_sel++] = a;
+    }
+    const char *baseline = pick_baseline(o, sel, n_sel);
+    if (!baseline) return 2;
+    st->regenerated = 1;
+    st->all_allocs = sel;
+    st->n_all_allocs = n_sel;
+    ctx->out_dir = o->report_dir;
+    ctx->reps = reps;
+    ctx->baseline = baseline;
+    ctx->n_allocs = n_sel;
+    ctx->allocs = sel;
+    write_outputs(ctx, NULL);
+    int failed = 0;
+    for (int i = 0; i < st->n_runs; i++) failed += !st->runs[i].ok;
+    progress(ctx, "%d runs read back, %d failed; report: %s/REPORT.md", st->n_runs, failed, o->report_dir);
+    return 0;
 }
 
 int hpm_cmd_bench(int argc, char **argv) {
@@ -305,6 +352,13 @@ int hpm_cmd_bench(int argc, char **argv) {
     int n_all = hpm_bench_allocs_detect(all, HPM_BENCH_MAX_ALLOCS, hpm_find_library());
     if (o.list) { list_all(all, n_all); return 0; }
 
+    if (o.report_dir) {
+        hpm_bench_ctx_t rctx = {.hpm_dir = hpm_dir, .bench_dir = bench_dir, .quick = 1, .run = hpm_bench_run_child,
+                                .report_md = report_md, .progress = progress, .priv = &st};
+        fill_command(&st, argc, argv);
+        hpm_bench_perf_probe(&st);
+        return report_again(&o, &st, all, n_all, &rctx);
+    }
     int n_sel;
     if (select_allocs(&o, all, n_all, sel, &n_sel) != 0) return 2;
     const char *baseline = pick_baseline(&o, sel, n_sel);
@@ -347,9 +401,7 @@ int hpm_cmd_bench(int argc, char **argv) {
         st.load_start[strcspn(st.load_start, "\n")] = 0;
         fclose(la);
     }
-    size_t cl = 0;
-    for (int i = 0; i < argc && cl < sizeof st.command - 1; i++)
-        cl += (size_t)snprintf(st.command + cl, sizeof st.command - cl, "%s%s", i ? " " : "hpm ", argv[i]);
+    fill_command(&st, argc, argv);
     st.t_start_s = mono_s();
     for (int rep = 1; rep <= o.reps; rep++)
         for (int i = 0; i < hpm_bench_n_cases; i++)

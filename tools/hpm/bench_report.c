@@ -410,8 +410,13 @@ int hpm_bench_write_report(const hpm_bench_ctx_t *ctx, const char *path, const c
     char when[64];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %Z", localtime(&t));
     static const char *const scale_names[] = {"tiny", "quick", "full"};
-    fprintf(f, "# hpm bench report\n\n`%s`, finished %s. Scale: %s, %d repetition(s), baseline **%s**.\n\n", st->command,
-            when, scale_names[st->scale], ctx->reps, ctx->baseline);
+    if (st->regenerated)
+        fprintf(f, "# hpm bench report\n\n`%s`, regenerated %s from this folder's runs.csv (nothing was run again; "
+                   "the machine section describes the machine now). Up to %d repetition(s), baseline **%s**.\n\n",
+                st->command, when, ctx->reps, ctx->baseline);
+    else
+        fprintf(f, "# hpm bench report\n\n`%s`, finished %s. Scale: %s, %d repetition(s), baseline **%s**.\n\n",
+                st->command, when, scale_names[st->scale], ctx->reps, ctx->baseline);
     machine_section(f, ctx);
     const char *benches[128];
     int nb = list_benches(st, benches, 128);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -194,8 +195,18 @@ static void read_log(const char *path, hpm_bench_run_t *r, char *tail, size_t ta
 
 static void append_row(const hpm_bench_ctx_t *ctx, const hpm_bench_run_t *r);
 
-static void record(const hpm_bench_ctx_t *ctx, const hpm_bench_run_t *r) {
+static double round_to(double v, double unit) { return v < 0 ? v : floor(v / unit + 0.5) * unit; }
+
+/* Keeps a run in memory with exactly the precision runs.csv gives it, so a
+ * report regenerated from runs.csv (--report) equals the original. */
+static void record(const hpm_bench_ctx_t *ctx, const hpm_bench_run_t *run) {
     hpm_bench_state_t *st = ctx->priv;
+    hpm_bench_run_t rounded = *run, *r = &rounded;
+    r->wall_s = round_to(r->wall_s, 1e-6);
+    r->user_s = round_to(r->user_s, 1e-6);
+    r->sys_s = round_to(r->sys_s, 1e-6);
+    r->thp_peak_pct = round_to(r->thp_peak_pct, 1e-2);
+    r->load1 = round_to(r->load1, 1e-2);
     if (st->n_runs == st->cap_runs) {
         int cap = st->cap_runs ? st->cap_runs * 2 : 256;
         hpm_bench_run_t *nr = realloc(st->runs, sizeof *nr * (size_t)cap);
@@ -348,7 +359,7 @@ static void csv_row(FILE *f, const hpm_bench_run_t *r) {
     fputc(',', f);
     hpm_bench_csv_field(f, r->alloc);
     fprintf(f, ",%d,%d,%d,%d", r->rep, r->ok, r->exit_code, r->term_signal);
-    fprintf(f, ",%.4f,%.4f,%.4f,%ld,%ld,%ld", r->wall_s, r->user_s, r->sys_s, r->maxrss_kib, r->minflt, r->majflt);
+    fprintf(f, ",%.6f,%.6f,%.6f,%ld,%ld,%ld", r->wall_s, r->user_s, r->sys_s, r->maxrss_kib, r->minflt, r->majflt);
     csv_num(f, r->thp_peak_pct < 0 ? -1 : (double)r->anon_peak_kib, "%.0f");
     csv_num(f, r->thp_peak_pct < 0 ? -1 : (double)r->thp_peak_kib, "%.0f");
     csv_num(f, r->thp_peak_pct, "%.2f");
