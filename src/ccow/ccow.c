@@ -21,7 +21,7 @@
 #include "ccow/ccow.h"
 
 #define CCOW_QUIET_NS (3000000000ull)
-#define CCOW_SCAN_MIN_NS (5000000ull)
+#define CCOW_SCAN_MIN_NS (10000000ull)
 #define CCOW_SPARES 16
 #define CCOW_CONTROL_EVERY 8        /* adaptive: every 8th region is a control */
 #define CCOW_DEFAULT_T 80
@@ -31,6 +31,7 @@ typedef struct {
     uint16_t present, excl;
     uint8_t cov_last, cov_cross;   /* percent */
     bool precopied, crossed, control, huge;
+    bool settled;                  /* private for good: no need to scan again this period */
 } ccow_region_t;
 
 static struct {
@@ -108,15 +109,19 @@ typedef struct { size_t shared_pages, excl_pages, huge_pages, present_pages; } s
 
 /* Scans every region; commits cov_last only while pages are still shared
  * (the scan that sees the child gone would report 100% everywhere). */
-static scan_sum_t scan_all(size_t n, uint32_t t_pct) {
+static scan_sum_t scan_all(size_t n, uint32_t t_pct, bool full) {
     scan_sum_t sum = {0, 0, 0, 0};
     for (size_t i = 0; i < n; i++) {
         ccow_region_t *r = &S.regions[i];
-        ccow_scan_t s;
-        if (_hpm_ccow_scan_region(r->addr, &s) != 0) { s.present_pages = 0; s.excl_pages = 0; s.huge = false; }
+        ccow_scan_t s = {r->present, r->excl, r->huge};
+        if ((full || !r->settled) && _hpm_ccow_scan_region(r->addr, &s) != 0) {
+            s.present_pages = 0; s.excl_pages = 0; s.huge = false;
+        }
         r->present = s.present_pages;
         r->excl = s.excl_pages;
         r->huge = s.huge;
+        /* A page once exclusive stays so until the next fork. */
+        r->settled = s.present_pages == s.excl_pages;
         sum.shared_pages += (size_t)(s.present_pages - s.excl_pages);
         sum.excl_pages += s.excl_pages;
         sum.huge_pages += s.huge ? HPM_PAGES_PER_HP : 0;
@@ -218,7 +223,8 @@ static void run_period(uint32_t gen) {
     for (;;) {
         if (period_stale(gen) || S.disabled || S.opt == CCOW_OPT_OFF) return;
         uint64_t t0 = _hpm_os->now_ns();
-        scan_sum_t s = scan_all(n, t_pct);
+        scan_sum_t s = scan_all(n, t_pct, false);
+        uint64_t scan_ns = _hpm_os->now_ns() - t0;
         note_recovery(s, t_fork, &recovered);
         if (s.shared_pages == 0) break;
         int done = precopy_round(n, gen, t_pct, &bucket, useful);
@@ -228,13 +234,13 @@ static void run_period(uint32_t gen) {
         else if (now - quiet_since > CCOW_QUIET_NS) break;
         last_excl = s.excl_pages;
         if (S.mech == CCOW_MECH_SWAP && done > 0) _hpm_ccow_spares_fill(CCOW_SPARES);
-        uint64_t scan_ns = now - t0, pause = scan_ns * 2 > CCOW_SCAN_MIN_NS ? scan_ns * 2 : CCOW_SCAN_MIN_NS;
+        /* Scanning costs a few ms per GiB: keep it under a fifth of a core. */
+        uint64_t pause = scan_ns * 4 > CCOW_SCAN_MIN_NS ? scan_ns * 4 : CCOW_SCAN_MIN_NS;
         if (!nap(pause, gen)) return;
     }
     if (S.opt == CCOW_OPT_ADAPTIVE) adapt_finish(n);
     repair_all(n, gen, &bucket);
-    if (!period_stale(gen)) note_recovery(scan_all(n, t_pct), t_fork, &recovered);
-    __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
+    if (!period_stale(gen)) note_recovery(scan_all(n, t_pct, true), t_fork, &recovered);
 }
 
 static void *ccow_thread(void *arg) {
@@ -255,6 +261,7 @@ static void *ccow_thread(void *arg) {
             if (S.mech == CCOW_MECH_SWAP) _hpm_ccow_spares_fill(CCOW_SPARES);
         }
         run_period(gen);
+        if (!period_stale(gen)) __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
     }
     return NULL;
 }
@@ -300,9 +307,9 @@ void _hpm_ccow_init(void) {
     if (opt == 0 || opt < -1 || opt > CCOW_OPT_ADAPTIVE) opt = CCOW_DEFAULT_T;
     S.t_pct = CCOW_DEFAULT_T;
     const char *mech = getenv("HPM_CCOW_MECH");
-    S.mech = CCOW_MECH_PREFAULT;   /* fastest measured, see docs/ccow.md */
+    S.mech = CCOW_MECH_COLLAPSE;   /* fastest measured, see docs/ccow.md */
     if (mech && *mech && !_hpm_ccow_parse_mech(mech, &S.mech))
-        _hpm_message("hpmalloc: HPM_CCOW_MECH=%s is not swap, collapse or prefault; using prefault\n", mech);
+        _hpm_message("hpmalloc: HPM_CCOW_MECH=%s is not swap, collapse or prefault; using collapse\n", mech);
     mode_store(opt, _hpm_option(HPM_OPT_CCOW_RATE));
     /* Everything that reads _hpm_os from now on goes through the guard;
      * the pageheap's own copy does once the core uses _hpm_ccow_os_guard. */

@@ -33,6 +33,7 @@ static pthread_mutex_t fork_guard = PTHREAD_MUTEX_INITIALIZER;
 static uintptr_t spares[SPARE_MAX];
 static unsigned n_spares;
 static int uffd = -1;            /* -2: unusable, fall back to collapse */
+static uintptr_t warm;           /* see warm_one_hugepage; MADV_DONTFORK, so absent in a child */
 
 /* ---- OS guard ---- */
 
@@ -101,6 +102,7 @@ void _hpm_ccow_guard_unlock(void) { pthread_mutex_unlock(&fork_guard); }
 void _hpm_ccow_copy_after_fork_child(void) {
     /* Spares are MADV_DONTFORK (absent here); the uffd is the parent's. */
     n_spares = 0;
+    warm = 0;
     if (uffd >= 0) _hpm_ccow_os->close_fd(uffd);
     uffd = -1;
     busy_region = 0;
@@ -128,8 +130,20 @@ static void spare_put_back(uintptr_t s) {
 
 /* ---- mechanisms ---- */
 
+/* MADV_COLLAPSE copies into its new huge page while holding mmap_lock
+ * for writing, so every page fault of the process waits. In a VM whose
+ * free memory is handed back to the host (free page reporting), first
+ * touching that page costs milliseconds, under the lock. So first fault a
+ * huge page in here (no lock held but our own mapping's) and free it: the
+ * collapse's allocation then takes that warm page from this CPU's list. */
+static void warm_one_hugepage(void) {
+    if (!warm) warm = (uintptr_t)_hpm_ccow_os->spare_map(HPM_HP_BYTES);
+    if (warm) _hpm_ccow_os->spare_warm_drop((void *)warm, HPM_HP_BYTES);
+}
+
 static int collapse_retry(uintptr_t region) {
     int err = 0;
+    warm_one_hugepage();
     for (int i = 0; i < COLLAPSE_TRIES; i++) {
         err = _hpm_os->collapse((void *)region, HPM_HP_BYTES);
         if (err != EAGAIN) return err;

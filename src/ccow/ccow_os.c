@@ -66,6 +66,11 @@ static int linux_spare_unmap(void *addr, size_t len_bytes) {
     return munmap(addr, len_bytes) == 0 ? 0 : errno;
 }
 
+static int linux_spare_warm_drop(void *addr, size_t len_bytes) {
+    for (size_t off = 0; off < len_bytes; off += HPM_PAGE_BYTES) ((volatile char *)addr)[off] = 1;
+    return madvise(addr, len_bytes, MADV_DONTNEED) == 0 ? 0 : errno;
+}
+
 static void linux_close_fd(int fd) { close(fd); }
 
 const hpm_ccow_os_t _hpm_ccow_os_linux = {
@@ -75,6 +80,7 @@ const hpm_ccow_os_t _hpm_ccow_os_linux = {
     .remap_fixed = linux_remap_fixed,
     .spare_map = linux_spare_map,
     .spare_unmap = linux_spare_unmap,
+    .spare_warm_drop = linux_spare_warm_drop,
     .close_fd = linux_close_fd,
 };
 

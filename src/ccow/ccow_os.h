@@ -28,6 +28,10 @@ typedef struct hpm_ccow_os_s {
      * touched so that its huge pages exist. NULL on failure. */
     void *(*spare_map)(size_t len_bytes);
     int (*spare_unmap)(void *addr, size_t len_bytes);
+    /* Touches every page of a spare (faulting its huge page in again if
+     * it was dropped), then drops it (MADV_DONTNEED): the freed huge page
+     * sits warm on this CPU's free list for the next kernel allocation. */
+    int (*spare_warm_drop)(void *addr, size_t len_bytes);
     void (*close_fd)(int fd);
 } hpm_ccow_os_t;
 
