@@ -188,7 +188,9 @@ int hpm_bench_write_plots(const hpm_bench_ctx_t *ctx, char *note, size_t note_le
     const char *metrics[8] = {NULL, "wall_s", "maxrss_kib"};
     int n_metrics = 3;
     if (st->perf_ok) { metrics[n_metrics++] = "cycles"; metrics[n_metrics++] = "dtlb_load_misses"; }
-    if (n_other > 0) {
+    int case_rows = 0;
+    for (int i = 0; i < hpm_bench_n_cases; i++) case_rows += has_runs(st, hpm_bench_cases[i].name);
+    if (n_other > 0 && case_rows > 0) {
         fprintf(g, "set terminal pngcairo noenhanced size 1400,%d font ',10'\nset output 'pct_diff.png'\nset multiplot layout %d,1\n",
                 330 * n_metrics, n_metrics);
         for (int m = 0; m < n_metrics; m++) {
@@ -234,7 +236,7 @@ int hpm_bench_write_plots(const hpm_bench_ctx_t *ctx, char *note, size_t note_le
         plots++;
     }
     /* 4. memory */
-    if (write_memory(ctx) > 0) {
+    if (case_rows > 0 && write_memory(ctx) > 0) {
         fprintf(g, "set terminal pngcairo noenhanced size 1200,800 font ',10'\nset output 'memory.png'\nset style data histograms\n"
                    "set multiplot layout 2,1\nset xtics rotate by -20\n");
         fprintf(g, "set title 'peak RSS (aging-end: RSS after malloc_trim + 1.5 s)'\nset ylabel 'MiB'\n"
