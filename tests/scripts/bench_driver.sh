@@ -11,6 +11,8 @@
 #  3. Failures: with HPM_LIB pointing at a broken allocator, the hpmalloc
 #     runs are recorded as failures with their exit status, never as times,
 #     and hpm bench exits 1.
+#     Counters: with HPM_BENCH_PERF_TEST=sw (software events instead of the
+#     PMU this VM lacks) the counts follow the whole child.
 #  4. Bad usage exits 2.
 # Ends with "N passed, N failed". Takes well under a minute.
 set -u
@@ -97,6 +99,15 @@ if build_broken_alloc "$tmp"; then
 else
   bad "cannot compile the shim: $(cat "$tmp/cc.err")"
 fi
+
+# 3b. the counter path (open on the child, inherit, enable on exec, read
+#     after exit) with software events in place of the missing PMU: the
+#     page-fault count must match wait4's minor faults of the whole child
+#     (all threads), less the loader's faults before exec completes.
+HPM_BENCH_PERF_TEST=sw $HPM bench --tiny --alloc glibc --out "$tmp/res4" glibc-mt aging memaccess-tlb >/dev/null 2>"$tmp/err4"
+check "[[ $? -eq 0 ]]" "software-counter run failed: $(tail -n 2 "$tmp/err4")"
+check "awk -F, 'NR>1 { n++; if (\$17+0 <= 0 || \$18+0 < 0.5*\$12 || \$18+0 > \$12 || \$20 != \"n/a\") bad=1 } END { exit bad || n != 3 }' '$tmp/res4/latest/runs.csv'" \
+      "counters do not follow the child: $(cut -d, -f2,12,17,18,20 "$tmp/res4/latest/runs.csv" | tr '\n' ' ')"
 
 # 4. bad usage
 $HPM bench --alloc nosuch --tiny --out "$tmp/res3" >/dev/null 2>&1
