@@ -55,7 +55,12 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
 static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zero) {
     if (size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
     size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
-    hpm_span_t *s;
+    hpm_span_t *s = align_bytes <= HPM_PAGE_BYTES ? _hpm_spancache_get(h, pages) : NULL;
+    if (s) {
+        h->used_bytes += (int64_t)s->n_pages << HPM_PAGE_SHIFT;
+        if (zero) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
+        return (void *)s->start;
+    }
     pthread_mutex_lock(&_hpm_ph.lock);
     if (pages >= HPM_LARGE_MIN_PAGES || align_bytes > HPM_HP_BYTES / 2)
         s = _hpm_ph_alloc_large(&_hpm_ph, pages, align_bytes > HPM_HP_BYTES ? align_bytes : HPM_HP_BYTES);
@@ -97,7 +102,9 @@ static void *alloc_aligned(size_t alignment, size_t size) {
 
 static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
+    if (s->list == LIST_CACHED) _hpm_fatal(fn, p, "double free (allocation is already free)");
     h->used_bytes -= (int64_t)s->n_pages << HPM_PAGE_SHIFT;
+    if (_hpm_spancache_put(h, s)) return;
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, s);
     size_t cached = _hpm_ph.cache_count;
@@ -163,8 +170,8 @@ HPM_API bool hpm_range(const void *p, void **base, size_t *size) {
         if ((uint64_t)b[1] == hpm_cookie(b)) return false;
         start = (uintptr_t)b;
         len = s->block_bytes;
-    } else if ((uintptr_t)p < start) {
-        return false;   /* the head pages trimmed off an aligned span */
+    } else if ((uintptr_t)p < start || s->list == LIST_CACHED) {
+        return false;   /* the head pages trimmed off an aligned span, or a span cached for reuse */
     }
     if (base) *base = (void *)start;
     if (size) *size = len;

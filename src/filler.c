@@ -58,14 +58,33 @@ static unsigned next_set(const uint64_t bits[8], unsigned i) {
     return 512;
 }
 
-unsigned _hpm_bits_longest_run(const uint64_t bits[8]) {
+/* Longest run of set bits inside one word (iterations = number of runs). */
+static unsigned word_longest_run(uint64_t w) {
     unsigned best = 0;
-    for (unsigned i = next_set(bits, 0); i < 512; ) {
-        unsigned r = run_from(bits, i);
-        if (r > best) best = r;
-        i = next_set(bits, i + r);
+    while (w) {
+        w >>= __builtin_ctzll(w);                       /* drop zeros below the next run */
+        unsigned len = ~w ? (unsigned)__builtin_ctzll(~w) : 64;
+        if (len > best) best = len;
+        if (len == 64) break;
+        w >>= len;
     }
     return best;
+}
+
+unsigned _hpm_bits_longest_run(const uint64_t bits[8]) {
+    unsigned best = 0, run = 0;   /* run: set bits ending at the previous word's top */
+    for (int i = 0; i < 8; i++) {
+        uint64_t w = bits[i];
+        if (w == ~0ull) { run += 64; continue; }
+        unsigned low = (unsigned)__builtin_ctzll(~w);          /* ones continuing the run */
+        if (run + low > best) best = run + low;
+        if (w) {
+            unsigned inner = word_longest_run(w);
+            if (inner > best) best = inner;
+        }
+        run = w ? (unsigned)__builtin_clzll(~w) : 0;              /* ones at the top start a run */
+    }
+    return run > best ? run : best;
 }
 
 /* First run of at least n set bits starting at or after from; -1 if none. */

@@ -178,6 +178,7 @@ void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
 /* ---- heap lifetime ---- */
 
 static void heap_abandon(hpm_heap_t *h) {
+    _hpm_spancache_flush(h);
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
         h->current[c] = &_hpm_empty_span;
@@ -259,6 +260,7 @@ int64_t _hpm_heaps_used_bytes(void) {
 void _hpm_heap_release_empty(bool shed) {
     hpm_heap_t *h = _hpm_tls_heap;
     if (!h) return;
+    _hpm_spancache_flush(h);
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_span_t *s = h->current[c];
         if (s != &_hpm_empty_span) {

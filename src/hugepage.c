@@ -193,7 +193,7 @@ static void hp_use_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsig
 }
 
 /* Give pages [first, first+n) of hp back; an emptied hugepage goes to the cache. */
-static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsigned n, bool slab, uint64_t now_ns) {
+static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsigned n, bool slab, uint64_t *now_ns) {
     hpm_span_t **map = ph->page_map + ((size_t)hp->index << 9) + first;
     for (unsigned i = 0; i < n; i++) map[i] = NULL;
     _hpm_filler_remove(ph, hp);
@@ -209,7 +209,8 @@ static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsi
     hp->longest_free_pages = HPM_PAGES_PER_HP;
     ph->active_count--;
     hp->state = HP_CACHED;
-    hp->empty_since_ns = now_ns;
+    if (!*now_ns) *now_ns = ph->os->now_ns();   /* the clock is read only when a hugepage empties */
+    hp->empty_since_ns = *now_ns;
     hp->prev = NULL;
     hp->next = ph->cache_head;
     if (hp->next) hp->next->prev = hp; else ph->cache_tail = hp;
@@ -355,29 +356,32 @@ hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t ali
     unsigned first = (unsigned)((s->start >> HPM_PAGE_SHIFT) & 511);
     unsigned head = (unsigned)((aligned - s->start) >> HPM_PAGE_SHIFT);
     unsigned tail = (unsigned)(total - head - n_pages);
-    uint64_t now = ph->os->now_ns();
-    if (head) hp_free_pages(ph, hp, first, head, false, now);
-    if (tail) hp_free_pages(ph, hp, first + head + (unsigned)n_pages, tail, false, now);
+    uint64_t now = 0;
+    if (head) hp_free_pages(ph, hp, first, head, false, &now);
+    if (tail) hp_free_pages(ph, hp, first + head + (unsigned)n_pages, tail, false, &now);
     s->start = aligned;
     s->n_pages = (uint32_t)n_pages;
     return s;
 }
 
 void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
-    uint64_t now = ph->os->now_ns();
+    uint64_t now = 0;
     size_t idx = (s->start - ph->base) >> HPM_HP_SHIFT;
     unsigned first = (unsigned)((s->start >> HPM_PAGE_SHIFT) & 511);
     size_t left = s->n_pages;
     bool slab = s->kind == SPAN_SLAB;
     while (left > 0) {
         unsigned n = left > HPM_PAGES_PER_HP - first ? HPM_PAGES_PER_HP - first : (unsigned)left;
-        hp_free_pages(ph, hp_at(ph, idx), first, n, slab, now);
+        hp_free_pages(ph, hp_at(ph, idx), first, n, slab, &now);
         left -= n;
         idx++;
         first = 0;
     }
     span_delete(ph, s);
-    _hpm_ph_release_tick(ph, now);
+    if (ph->cache_count > ph->cache_keep_hp || ph->subrelease)
+        _hpm_ph_release_tick(ph, now ? now : ph->os->now_ns());
+    else
+        _hpm_ph_publish(ph);
 }
 
 size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max) {

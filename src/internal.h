@@ -43,6 +43,9 @@
 #define HPM_SMALL_MAX_BYTES ((size_t)8 * 1024)   /* larger: page spans */
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
 #define HPM_MIN_ALIGN 16
+#define HPM_SPANCACHE_MAX_PAGES 16               /* medium spans up to 64 KiB are cached per thread */
+#define HPM_SPANCACHE_DEPTH 64                   /* spans per page count */
+#define HPM_SPANCACHE_MAX_BYTES ((size_t)4 << 20) /* per thread */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
 #define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
 
@@ -66,7 +69,7 @@ static inline unsigned hpm_size_class(size_t size) {
 
 /* ---- spans ---- */
 enum { SPAN_NONE = 0, SPAN_SLAB, SPAN_MEDIUM, SPAN_LARGE };
-enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED };
+enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED, LIST_CACHED };
 
 typedef struct hpm_heap_s hpm_heap_t;
 typedef struct hpm_span_s hpm_span_t;
@@ -221,6 +224,9 @@ struct hpm_heap_s {
     uint8_t slabs_made[HPM_CLASSES];    /* slabs taken per class, saturating at 255 */
     atomic_uint delayed;                /* remote frees that hit a full slab */
     uint64_t colour_mask;
+    hpm_span_t *span_cache[HPM_SPANCACHE_MAX_PAGES + 1];    /* freed medium spans by page count */
+    uint8_t span_cache_n[HPM_SPANCACHE_MAX_PAGES + 1];
+    size_t span_cache_bytes;
     hpm_heap_t *next_all;               /* every heap ever made */
     hpm_heap_t *next_free;              /* retired heaps */
     bool active;
@@ -243,6 +249,11 @@ HPM_INTERNAL void _hpm_heap_fork_child(void);
 static inline uint64_t hpm_cookie(const void *block) {
     return _hpm_cookie_secret ^ (uintptr_t)block;
 }
+
+/* spancache.c */
+HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
+HPM_INTERNAL bool _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
+HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
 
 /* slab.c */
 HPM_INTERNAL void _hpm_slab_format(hpm_span_t *s, unsigned cls);

@@ -16,6 +16,7 @@
 #include "hugepage.c"
 #include "release.c"
 #include "slab.c"
+#include "spancache.c"
 #include "heap.c"
 #include "alloc.c"
 #include "init.c"
