@@ -24,7 +24,7 @@
 #define CCOW_SCAN_MIN_NS (10000000ull)
 #define CCOW_SPARES 16
 #define CCOW_CONTROL_EVERY 8        /* adaptive: every 8th region is a control */
-#define CCOW_DEFAULT_T 80
+#define CCOW_ADAPTIVE_START_T 80
 
 typedef struct {
     uintptr_t addr;
@@ -304,8 +304,8 @@ void _hpm_ccow_init(void) {
     if (done) return;
     done = true;
     long opt = _hpm_option(HPM_OPT_CCOW);
-    if (opt == 0 || opt < -1 || opt > CCOW_OPT_ADAPTIVE) opt = CCOW_DEFAULT_T;
-    S.t_pct = CCOW_DEFAULT_T;
+    if (opt == 0 || opt < -1 || opt > CCOW_OPT_ADAPTIVE) opt = CCOW_OPT_OFF;   /* the default: see docs/ccow.md */
+    S.t_pct = CCOW_ADAPTIVE_START_T;
     const char *mech = getenv("HPM_CCOW_MECH");
     S.mech = CCOW_MECH_COLLAPSE;   /* fastest measured, see docs/ccow.md */
     if (mech && *mech && !_hpm_ccow_parse_mech(mech, &S.mech))
