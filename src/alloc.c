@@ -134,8 +134,10 @@ static inline void free_checked(void *p, const char *fn) {
     /* another thread's (or an abandoned) slab */
     void *head = atomic_load_explicit(&s->xfree, memory_order_relaxed);
     do { b[0] = head; } while (!atomic_compare_exchange_weak(&s->xfree, &head, b));
+    hpm_heap_t *owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
+    if (owner == NULL) { _hpm_heap_adopt_on_free(h, s); return; }
     if (atomic_load(&s->parked_full) && atomic_exchange(&s->parked_full, 0)) {
-        hpm_heap_t *owner = atomic_load(&s->owner);
+        owner = atomic_load(&s->owner);
         if (owner) atomic_fetch_add(&owner->delayed, 1);
     }
 }

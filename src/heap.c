@@ -130,6 +130,24 @@ static hpm_span_t *heap_adopt(hpm_heap_t *h, unsigned cls) {
     return got;
 }
 
+/* A thread that frees into an abandoned slab takes it over, so that its
+ * later frees there are local rather than atomic (larson-like servers,
+ * where a new thread inherits the blocks of one that exited). */
+void _hpm_heap_adopt_on_free(hpm_heap_t *h, hpm_span_t *s) {
+    unsigned cls = s->class_idx;
+    if (h->colour_mask && _hpm_classes[cls].block_bytes <= HPM_COLOUR_MAX_BLOCK) return;
+    if (pthread_mutex_trylock(&abandoned_lock) != 0) return;
+    if (s->list == LIST_ABANDONED && atomic_load(&s->owner) == NULL) {
+        slist_remove(&abandoned[cls], s);
+        atomic_store(&s->owner, h);
+        _hpm_slab_collect(s);
+        if (s->used == 0) slab_release(s);
+        else if (s->free) slist_push(&h->avail[cls], s, LIST_AVAIL);
+        else slab_park(h, s);
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+}
+
 static inline void *slab_pop(hpm_heap_t *h, hpm_span_t *s) {
     void **b = s->free;
     s->free = b[0];

@@ -239,6 +239,7 @@ HPM_INTERNAL hpm_heap_t *_hpm_heap_acquire(void);
 HPM_INTERNAL void _hpm_heaps_init(void);
 HPM_INTERNAL void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls);
 HPM_INTERNAL void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);
+HPM_INTERNAL void _hpm_heap_adopt_on_free(hpm_heap_t *h, hpm_span_t *s);
 HPM_INTERNAL int64_t _hpm_heaps_used_bytes(void);
 HPM_INTERNAL void _hpm_heaps_reclaim_abandoned(bool shed);
 HPM_INTERNAL void _hpm_heap_release_empty(bool shed);
