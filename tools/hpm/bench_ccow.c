@@ -143,19 +143,20 @@ static void plots(const hpm_bench_ctx_t *ctx) {
     fprintf(g, "unset y2tics\nunset y2label\nset xtics norotate\nset style data lines\n"
                "set output 'ccow_cdf.png'\nset title 'Throughput CDF, alpha 1.0 (every bin of every run)'\n"
                "set xlabel 'writes/s'\nset ylabel 'cumulative share'\nset yrange [0:1]\n"
-               "plot for [i=0:%d] 'ccow_cdf.dat' index i using 1:2 with lines lw 2 title columnheader(1)\n", N_CFG - 1);
-    fprintf(g, "set output 'ccow_after_fork.png'\nset multiplot layout 2,1 title 'After a fork, alpha 1.0'\n"
+               "names = 'cow cow-thp ccow-50 ccow-70 ccow-80 ccow-90 ccow-all ccow-throttled ccow-adaptive'\n"
+               "plot for [i=0:%d] 'ccow_cdf.dat' index i using 1:2 with lines lw 2 title word(names, i + 1)\n", N_CFG - 1);
+    fprintf(g, "unset title\nset output 'ccow_after_fork.png'\nset multiplot layout 2,1 title 'After a fork, alpha 1.0'\n"
                "set xlabel 'seconds since the fork'\nset ylabel 'writes/s'\nset yrange [0:*]\nset style data points\n"
-               "plot for [n in 'cow-thp ccow-80 ccow-all ccow-adaptive'] 'ccow_timeline.csv' using "
+               "plot for [n in 'cow-thp ccow-80 ccow-all ccow-throttled'] 'ccow_timeline.csv' using "
                "(strcol(1) eq n && $2==1.0 ? $8 : 1/0):4 pt 7 ps 0.6 title n\n"
                "set ylabel 'huge-page coverage %%'\nset yrange [0:105]\n"
-               "plot for [n in 'cow-thp ccow-80 ccow-all ccow-adaptive'] 'ccow_timeline.csv' using "
+               "plot for [n in 'cow-thp ccow-80 ccow-all ccow-throttled'] 'ccow_timeline.csv' using "
                "(strcol(1) eq n && $2==1.0 ? $8 : 1/0):5 pt 7 ps 0.6 title n\nunset multiplot\n");
     fclose(g);
     /* CDF data: per configuration, sorted per-bin writes/s at alpha 1.0. */
     snprintf(cmd, sizeof cmd,
              "cd '%s' && for c in cow cow-thp ccow-50 ccow-70 ccow-80 ccow-90 ccow-all ccow-throttled ccow-adaptive; do "
-             "echo \"$c x\"; awk -F, -v c=$c '$1==c && $2==\"1.00\" {print $4}' ccow_timeline.csv | sort -n | "
+             "awk -F, -v c=$c '$1==c && $2==\"1.00\" {print $4}' ccow_timeline.csv | sort -n | "
              "awk '{v[NR]=$1} END {for (i=1;i<=NR;i++) print v[i] \",\" i/NR}'; echo; echo; done > ccow_cdf.dat && "
              "gnuplot ccow_plots.gp 2>ccow_plots.log", ctx->out_dir);
     if (system(cmd) != 0) ctx->progress(ctx, "ccow: gnuplot failed (see ccow_plots.log)");
@@ -196,11 +197,16 @@ static size_t md_zipf_tables(char *md, size_t cap, cell_t cells[N_ALPHA][N_CFG])
                               "mean time to 90%% s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n", alphas[a]);
         for (int c = 0; c < N_CFG && n < cap; c++) {
             cell_t *x = &cells[a][c];
-            n += (size_t)snprintf(md + n, cap - n, "| %s | %d | %.0f | %+.1f%% | %+.1f%% | %.0f | %.0f | %+.1f%% | %.0f | %.1f | %.0f/%.0f | %.2f |\n",
+            /* recover_s is -1 for a run where no fork recovered: a median with it means nothing */
+            double rec = x->med[M_RECOVER_S];
+            char rec_s[32];
+            if (rec >= 0) snprintf(rec_s, sizeof rec_s, "%.2f", rec);
+            else snprintf(rec_s, sizeof rec_s, "-");
+            n += (size_t)snprintf(md + n, cap - n, "| %s | %d | %.0f | %+.1f%% | %+.1f%% | %.0f | %.0f | %+.1f%% | %.0f | %.1f | %.0f/%.0f | %s |\n",
                                   cfgs[c].name, x->n, x->med[M_WPS], pct(x->med[M_WPS], cells[a][0].med[M_WPS]),
                                   pct(x->med[M_WPS], cells[a][1].med[M_WPS]), x->med[M_MINFLT], x->med[M_PSS],
                                   pct(x->med[M_PSS], cells[a][0].med[M_PSS]), x->med[M_DIRTY], x->med[M_THP],
-                                  x->med[M_RECOVERED], x->med[M_FORKS], x->med[M_RECOVER_S]);
+                                  x->med[M_RECOVERED], x->med[M_FORKS], rec_s);
         }
     }
     return n;
@@ -262,7 +268,13 @@ int hpm_bench_suite_ccow(const hpm_bench_ctx_t *ctx) {
         return 0;
     }
     scale_t sc = scale_of(ctx);
-    int reps = ctx->reps < MAX_REPS ? (ctx->reps > 0 ? ctx->reps : 1) : MAX_REPS;
+    /* --quick must stay within a few minutes (27 runs of ~9 s plus Redis
+     * per repetition): one repetition unless HPM_BENCH_CCOW_REPS says more. */
+    int reps = ctx->reps > 0 ? ctx->reps : 1;
+    if (ctx->quick) reps = 1;
+    const char *env_reps = getenv("HPM_BENCH_CCOW_REPS");
+    if (env_reps && atoi(env_reps) > 0) reps = atoi(env_reps);
+    if (reps > MAX_REPS) reps = MAX_REPS;
     static cell_t cells[N_ALPHA][N_CFG];
     memset(cells, 0, sizeof cells);
     char path[1200];
