@@ -71,8 +71,9 @@ static int region_private_huge(uintptr_t r) {
     uint64_t pfn0 = e[0] & ((1ull << 55) - 1);
     for (int i = 0; i < 512; i++) {
         if (!((e[i] >> 63) & 1) || !((e[i] >> 56) & 1)) return 0;
-        if ((e[i] & ((1ull << 55) - 1)) != pfn0 + (uint64_t)i) return 0;
+        if (pfn0 && (e[i] & ((1ull << 55) - 1)) != pfn0 + (uint64_t)i) return 0;
     }
+    if (!pfn0) return 1;   /* no PFNs without CAP_SYS_ADMIN: AnonHugePages is checked by the caller */
     if (pfn0 % 512) return 0;
     uint64_t flags = 0;
     if (kf >= 0 && pread(kf, &flags, 8, (off_t)pfn0 * 8) == 8 && !((flags >> 22) & 1)) return 0;
