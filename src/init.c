@@ -63,8 +63,11 @@ static void init_once(void) {
     _hpm_options_init();
     _hpm_classes_init();
     int mode = (int)_hpm_option(HPM_OPT_PAGES);
+    /* CCoW wraps the pageheap's releases so that none lands on a region
+     * it is copying (src/ccow/ccow_copy.c) */
+    const hpm_os_t *ph_os = _hpm_ccow_os_guard ? _hpm_ccow_os_guard(_hpm_os) : _hpm_os;
     if (_hpm_meta_init(_hpm_os) == 0 &&
-        _hpm_ph_init(&_hpm_ph, _hpm_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) == 0) {
+        _hpm_ph_init(&_hpm_ph, ph_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) == 0) {
         _hpm_ph.release_delay_ms = (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS);
         _hpm_ph.cache_keep_hp = (size_t)_hpm_option(HPM_OPT_HP_CACHE);
         _hpm_ph.subrelease = _hpm_option(HPM_OPT_SUBRELEASE) != 0;

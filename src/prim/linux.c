@@ -67,13 +67,21 @@ static int linux_dontfork(void *addr, size_t size_bytes, bool dontfork) {
 }
 
 static int pagemap_fd = -1;
+static pid_t pagemap_pid;   /* /proc/self/pagemap was opened by this process */
 
 static int linux_pagemap(const void *addr, size_t n_pages, uint64_t *entries) {
     int fd = __atomic_load_n(&pagemap_fd, __ATOMIC_ACQUIRE);
+    if (fd >= 0 && __atomic_load_n(&pagemap_pid, __ATOMIC_RELAXED) != getpid()) {
+        /* a forked child must read its own pagemap, not its parent's */
+        int expected = fd;
+        if (__atomic_compare_exchange_n(&pagemap_fd, &expected, -1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) close(fd);
+        fd = -1;
+    }
     if (fd < 0) {
         fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
         if (fd < 0) return errno;
         int expected = -1;
+        __atomic_store_n(&pagemap_pid, getpid(), __ATOMIC_RELAXED);
         if (!__atomic_compare_exchange_n(&pagemap_fd, &expected, fd, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
             close(fd);
             fd = expected;
