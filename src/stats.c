@@ -37,14 +37,9 @@ static void stats_refresh(void) {
     hpm_pageheap_t *ph = &_hpm_ph;
     int64_t used = _hpm_heaps_used_bytes();
     pthread_mutex_lock(&ph->lock);
+    _hpm_ph_publish(ph);
     _hpm_stats->bytes_in_use = used > 0 ? (uint64_t)used : 0;
     _hpm_stats->bytes_metadata = _hpm_meta_committed_bytes();
-    _hpm_stats->hp_in_use = ph->active_count;
-    _hpm_stats->hp_cached = ph->cache_count;
-    _hpm_stats->hp_backed = ph->active_count + ph->cache_count;
-    _hpm_stats->hp_released = ph->released_total;
-    _hpm_stats->hp_hybrid = ph->hybrid_count;
-    _hpm_stats->pages_subreleased = ph->subrel_pages + __atomic_load_n(&_hpm_slab_held_pages, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&ph->lock);
 }
 
