@@ -36,6 +36,17 @@ unsigned _hpm_bits_count_range(const uint64_t bits[8], unsigned from, unsigned n
     return count;
 }
 
+bool _hpm_bits_any_range(const uint64_t bits[8], unsigned from, unsigned n) {
+    while (n > 0) {
+        unsigned w = from >> 6, b = from & 63, take = 64 - b < n ? 64 - b : n;
+        uint64_t mask = (take == 64 ? ~0ull : ((1ull << take) - 1)) << b;
+        if (bits[w] & mask) return true;
+        from += take;
+        n -= take;
+    }
+    return false;
+}
+
 /* Length of the run of set bits starting at i (i must be set). */
 static unsigned run_from(const uint64_t bits[8], unsigned i) {
     unsigned start = i;
@@ -48,51 +59,72 @@ static unsigned run_from(const uint64_t bits[8], unsigned i) {
     return (i > 512 ? 512 : i) - start;
 }
 
-/* Next set bit at or after i, or 512. */
-static unsigned next_set(const uint64_t bits[8], unsigned i) {
-    while (i < 512) {
-        uint64_t w = bits[i >> 6] >> (i & 63);
-        if (w) return i + (unsigned)__builtin_ctzll(w);
-        i = (i | 63) + 1;
+/* Longest run of set bits, and where the first such run starts. Word at a
+ * time: runs inside a word are found run by run, runs across words are
+ * carried from one word to the next. */
+unsigned _hpm_bits_longest_run(const uint64_t bits[8], unsigned *start) {
+    unsigned best = 0, best_at = 0, run = 0, run_at = 0;
+    for (unsigned i = 0; i < 8; i++) {
+        uint64_t w = bits[i];
+        unsigned base = i * 64, pos = 0;
+        while (pos < 64) {
+            uint64_t rest = w >> pos;
+            if (rest & 1) {   /* a run continues or starts at base + pos */
+                unsigned len = ~rest ? (unsigned)__builtin_ctzll(~rest) : 64 - pos;
+                if (run == 0) run_at = base + pos;
+                run += len;
+                pos += len;
+                if (pos < 64) {   /* it ends inside this word */
+                    if (run > best) { best = run; best_at = run_at; }
+                    run = 0;
+                }
+            } else {
+                if (run > best) { best = run; best_at = run_at; }
+                run = 0;
+                if (!rest) break;
+                pos += (unsigned)__builtin_ctzll(rest);
+            }
+        }
     }
-    return 512;
-}
-
-/* Longest run of set bits inside one word (iterations = number of runs). */
-static unsigned word_longest_run(uint64_t w) {
-    unsigned best = 0;
-    while (w) {
-        w >>= __builtin_ctzll(w);                       /* drop zeros below the next run */
-        unsigned len = ~w ? (unsigned)__builtin_ctzll(~w) : 64;
-        if (len > best) best = len;
-        if (len == 64) break;
-        w >>= len;
-    }
+    if (run > best) { best = run; best_at = run_at; }
+    if (start) *start = best_at;
     return best;
 }
 
-unsigned _hpm_bits_longest_run(const uint64_t bits[8]) {
-    unsigned best = 0, run = 0;   /* run: set bits ending at the previous word's top */
-    for (int i = 0; i < 8; i++) {
-        uint64_t w = bits[i];
-        if (w == ~0ull) { run += 64; continue; }
-        unsigned low = (unsigned)__builtin_ctzll(~w);          /* ones continuing the run */
-        if (run + low > best) best = run + low;
-        if (w) {
-            unsigned inner = word_longest_run(w);
-            if (inner > best) best = inner;
-        }
-        run = w ? (unsigned)__builtin_clzll(~w) : 0;              /* ones at the top start a run */
+/* The run of set bits that contains [first, first+n) (all set). */
+unsigned _hpm_bits_run_around(const uint64_t bits[8], unsigned first, unsigned n, unsigned *start) {
+    unsigned lo = first, hi = first + n;
+    while (lo > 0 && ((bits[(lo - 1) >> 6] >> ((lo - 1) & 63)) & 1)) {
+        if ((lo & 63) == 0 && lo >= 64 && bits[(lo - 1) >> 6] == ~0ull) { lo -= 64; continue; }
+        lo--;
     }
-    return run > best ? run : best;
+    if (hi < 512) hi += run_from(bits, hi) * ((bits[hi >> 6] >> (hi & 63)) & 1);
+    *start = lo;
+    return hi - lo;
 }
 
-/* First run of at least n set bits starting at or after from; -1 if none. */
+/* First run of at least n set bits starting at or after from; -1 if none.
+ * Run by run, as in _hpm_bits_longest_run. */
 int _hpm_bits_find_run(const uint64_t bits[8], unsigned n, unsigned from) {
-    for (unsigned i = next_set(bits, from); i + n <= 512; ) {
-        unsigned r = run_from(bits, i);
-        if (r >= n) return (int)i;
-        i = next_set(bits, i + r);
+    unsigned run = 0, run_at = 0;
+    for (unsigned i = from >> 6; i < 8; i++) {
+        uint64_t w = bits[i];
+        unsigned base = i * 64, pos = i == (from >> 6) ? (from & 63) : 0;
+        while (pos < 64) {
+            uint64_t rest = w >> pos;
+            if (rest & 1) {
+                unsigned len = ~rest ? (unsigned)__builtin_ctzll(~rest) : 64 - pos;
+                if (run == 0) run_at = base + pos;
+                run += len;
+                if (run >= n) return (int)run_at;
+                pos += len;
+                if (pos < 64) run = 0;
+            } else {
+                run = 0;
+                if (!rest) break;
+                pos += (unsigned)__builtin_ctzll(rest);
+            }
+        }
     }
     return -1;
 }

@@ -105,6 +105,8 @@ static int arena_grow(hpm_pageheap_t *ph, size_t n_hp) {
         hp->set = SET_NONE;
         hp->state = HP_UNUSED;
         memset(hp->free_bits, 0xff, sizeof hp->free_bits);
+        hp->longest_free_pages = HPM_PAGES_PER_HP;
+        hp->longest_free_start = 0;
     }
     __atomic_store_n(&ph->top_hp, new_top, __ATOMIC_RELEASE);
     if (ph == &_hpm_ph) __atomic_store_n(&_hpm_map.top_bytes, (uintptr_t)new_top << HPM_HP_SHIFT, __ATOMIC_RELEASE);
@@ -174,8 +176,8 @@ static void span_delete(hpm_pageheap_t *ph, hpm_span_t *s) {
 /* Mark pages [first, first+n) of hp used by span s (all in one hugepage). */
 static void hp_use_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsigned n, hpm_span_t *s) {
     _hpm_filler_remove(ph, hp);
-    if (_hpm_bits_count_range(hp->dirty_bits, first, n)) s->clean = 0;
-    unsigned subrel = _hpm_bits_count_range(hp->subrel_bits, first, n);
+    if (_hpm_bits_any_range(hp->dirty_bits, first, n)) s->clean = 0;
+    unsigned subrel = hp->subrel_pages ? _hpm_bits_count_range(hp->subrel_bits, first, n) : 0;
     if (subrel) {
         _hpm_bits_set_range(hp->subrel_bits, first, n, false);
         hp->subrel_pages -= (uint16_t)subrel;
@@ -186,7 +188,11 @@ static void hp_use_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsig
     hp->used_pages += (uint16_t)n;
     if (s->kind == SPAN_SLAB) hp->slab_pages += (uint16_t)n;
     ph->used_pages_total += n;
-    hp->longest_free_pages = (uint16_t)_hpm_bits_longest_run(hp->free_bits);
+    unsigned ls = hp->longest_free_start, ll = hp->longest_free_pages;
+    if (first < ls + ll && ls < first + n) {   /* cut into the longest run: find the new one */
+        hp->longest_free_pages = (uint16_t)_hpm_bits_longest_run(hp->free_bits, &ls);
+        hp->longest_free_start = (uint16_t)ls;
+    }
     _hpm_filler_insert(ph, hp);
     hpm_span_t **map = ph->page_map + ((size_t)hp->index << 9) + first;
     for (unsigned i = 0; i < n; i++) map[i] = s;
@@ -202,11 +208,16 @@ static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsi
     if (slab) hp->slab_pages -= (uint16_t)n;
     ph->used_pages_total -= n;
     if (hp->used_pages > 0) {
-        hp->longest_free_pages = (uint16_t)_hpm_bits_longest_run(hp->free_bits);
+        unsigned start, merged = _hpm_bits_run_around(hp->free_bits, first, n, &start);
+        if (merged > hp->longest_free_pages) {
+            hp->longest_free_pages = (uint16_t)merged;
+            hp->longest_free_start = (uint16_t)start;
+        }
         _hpm_filler_insert(ph, hp);
         return;
     }
     hp->longest_free_pages = HPM_PAGES_PER_HP;
+    hp->longest_free_start = 0;
     ph->active_count--;
     hp->state = HP_CACHED;
     if (!*now_ns) *now_ns = ph->os->now_ns();   /* the clock is read only when a hugepage empties */

@@ -111,6 +111,7 @@ typedef struct hpm_hp_s {
     uint64_t subrel_bits[8];        /* bit set = page given back while the hugepage is partial */
     uint16_t used_pages;
     uint16_t longest_free_pages;
+    uint16_t longest_free_start;    /* first page of a longest free run */
     uint16_t slab_pages;            /* pages used by small-object slabs */
     uint16_t subrel_pages;
     uint8_t state, backing, set, bin_linked;
@@ -194,7 +195,9 @@ HPM_INTERNAL void _hpm_ph_publish(hpm_pageheap_t *ph);
 HPM_INTERNAL void _hpm_filler_insert(hpm_pageheap_t *ph, hpm_hp_t *hp);
 HPM_INTERNAL void _hpm_filler_remove(hpm_pageheap_t *ph, hpm_hp_t *hp);
 HPM_INTERNAL hpm_hp_t *_hpm_filler_find(hpm_pageheap_t *ph, int set, size_t n_pages);
-HPM_INTERNAL unsigned _hpm_bits_longest_run(const uint64_t bits[8]);
+HPM_INTERNAL unsigned _hpm_bits_longest_run(const uint64_t bits[8], unsigned *start);
+HPM_INTERNAL unsigned _hpm_bits_run_around(const uint64_t bits[8], unsigned first, unsigned n, unsigned *start);
+HPM_INTERNAL bool _hpm_bits_any_range(const uint64_t bits[8], unsigned from, unsigned n);
 HPM_INTERNAL int _hpm_bits_find_run(const uint64_t bits[8], unsigned n, unsigned from);
 HPM_INTERNAL void _hpm_bits_set_range(uint64_t bits[8], unsigned from, unsigned n, bool value);
 HPM_INTERNAL unsigned _hpm_bits_count_range(const uint64_t bits[8], unsigned from, unsigned n);

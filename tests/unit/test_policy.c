@@ -202,11 +202,20 @@ static void test_bits(void) {
             uint64_t x = ((uint64_t)seed << 32) ^ (seed * 2654435761u);
             bits[w] = (round % 3 == 0) ? x : (round % 3 == 1 ? (x | (x >> 1) | (x << 3)) : ~0ull << (seed % 64));
         }
-        unsigned best = 0, run = 0;
+        unsigned best = 0, run = 0, best_at = 0;
         for (unsigned i = 0; i < 512; i++) {
-            if ((bits[i >> 6] >> (i & 63)) & 1) { if (++run > best) best = run; } else run = 0;
+            if ((bits[i >> 6] >> (i & 63)) & 1) { if (++run > best) { best = run; best_at = i + 1 - run; } } else run = 0;
         }
-        if (_hpm_bits_longest_run(bits) != best) bad++;
+        unsigned at = 999;
+        if (_hpm_bits_longest_run(bits, &at) != best || (best && at != best_at)) bad++;
+        /* the run around any set bit, against a scan both ways */
+        unsigned probe = seed % 512;
+        if ((bits[probe >> 6] >> (probe & 63)) & 1) {
+            unsigned lo = probe, hi = probe + 1, got_at;
+            while (lo > 0 && ((bits[(lo - 1) >> 6] >> ((lo - 1) & 63)) & 1)) lo--;
+            while (hi < 512 && ((bits[hi >> 6] >> (hi & 63)) & 1)) hi++;
+            if (_hpm_bits_run_around(bits, probe, 1, &got_at) != hi - lo || got_at != lo) bad++;
+        }
         unsigned n = 1 + seed % 40;
         int ref = -1;
         for (unsigned i = 0, r = 0; i < 512; i++) {
@@ -215,6 +224,36 @@ static void test_bits(void) {
         if (_hpm_bits_find_run(bits, n, 0) != ref) bad++;
     }
     CHECK(bad == 0, "%d mismatches", bad);
+}
+
+/* Random span traffic: every hugepage's recorded longest free run (kept
+ * incrementally) matches a recount, and used pages add up. */
+static void test_random_invariants(void) {
+    hpm_pageheap_t *ph = new_ph();
+    static hpm_span_t *live[512];
+    unsigned seed = 99;
+    int bad_longest = 0, bad_used = 0;
+    for (int step = 0; step < 20000; step++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned k = (seed >> 8) % 512;
+        if (live[k]) { _hpm_ph_free_span(ph, live[k]); live[k] = NULL; continue; }
+        size_t pages = 1 + (seed >> 20) % ((seed & 3) ? 16 : 200);
+        live[k] = alloc(ph, pages, (seed & 4) ? SPAN_SLAB : SPAN_MEDIUM);
+        if (step % 500 == 0) {
+            size_t used = 0;
+            for (size_t i = 0; i < ph->top_hp; i++) {
+                hpm_hp_t *hp = &ph->hps[i];
+                if (hp->state != HP_ACTIVE) continue;
+                used += hp->used_pages;
+                if (hp->longest_free_pages != _hpm_bits_longest_run(hp->free_bits, NULL)) bad_longest++;
+            }
+            if (used != ph->used_pages_total) bad_used++;
+        }
+    }
+    CHECK(bad_longest == 0, "%d stale longest-run records", bad_longest);
+    CHECK(bad_used == 0, "%d used-page mismatches", bad_used);
+    for (int k = 0; k < 512; k++) if (live[k]) _hpm_ph_free_span(ph, live[k]);
+    CHECK(ph->active_count == 0 && ph->used_pages_total == 0, "all empty after freeing everything");
 }
 
 int main(void) {
@@ -227,5 +266,6 @@ int main(void) {
     test_subrelease_order();
     test_large_and_slack();
     test_out_of_memory();
+    test_random_invariants();
     return TEST_DONE();
 }
