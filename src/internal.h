@@ -220,10 +220,10 @@ HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 
 /* ---- heaps (heap.c, slab.c) ---- */
 struct hpm_heap_s {
+    int64_t used_bytes;                 /* this thread's net allocated bytes (first: shares a line with current[]) */
     hpm_span_t *current[HPM_CLASSES];   /* never NULL: an empty sentinel when none */
     hpm_span_t *avail[HPM_CLASSES];     /* slabs with free blocks (besides current) */
     hpm_span_t *full[HPM_CLASSES];      /* slabs with no free block when last looked at */
-    int64_t used_bytes;                 /* this thread's net allocated bytes */
     uint8_t slabs_made[HPM_CLASSES];    /* slabs taken per class, saturating at 255 */
     atomic_uint delayed;                /* remote frees that hit a full slab */
     uint64_t colour_mask;
