@@ -134,7 +134,6 @@ static void hp_take_empty(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     ph->active_count++;
 }
 
-void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp);
 void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     hp->state = HP_RELEASED;
     hp->prev = NULL;

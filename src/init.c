@@ -96,8 +96,6 @@ void _hpm_init_slow(void) {
 
 /* ---- background release ---- */
 
-void _hpm_stats_refresh_light(void);
-
 static void *background_main(void *arg) {
     (void)arg;
     for (;;) {

@@ -179,8 +179,8 @@ HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages,
  * (4 KiB < align <= 1 MiB), for medium aligned allocations. */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
 HPM_INTERNAL void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *span);
-/* Zero the pages of a span that may hold old data (for calloc). */
-HPM_INTERNAL void _hpm_ph_zero_dirty(hpm_pageheap_t *ph, hpm_span_t *span);
+/* Put an empty, unbacked hugepage on the released list. */
+HPM_INTERNAL void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp);
 /* Release timing: called with the lock held; releases cached hugepages
  * that have been empty longer than the window (beyond the kept cache) and,
  * with subrelease on, free pages of sparse hugepages. */
@@ -280,6 +280,8 @@ static inline void hpm_ensure_init(void) {
     if (unlikely(atomic_load_explicit(&_hpm_ready, memory_order_acquire) != 2)) _hpm_init_slow();
 }
 HPM_INTERNAL void _hpm_background_kick(void);
+/* Refresh the computed counters (stats.c), for the background thread. */
+HPM_INTERNAL void _hpm_stats_refresh_light(void);
 
 /* ---- options (options.c) ---- */
 HPM_INTERNAL void _hpm_options_init(void);

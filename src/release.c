@@ -12,8 +12,6 @@
 #include <string.h>
 #include "internal.h"
 
-void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp);
-
 /* Release one cached (empty) hugepage whole. Returns false if it cannot be
  * released (1 GiB pages stay). */
 static bool release_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {

@@ -43,7 +43,6 @@ static void stats_refresh(void) {
     pthread_mutex_unlock(&ph->lock);
 }
 
-void _hpm_stats_refresh_light(void);
 void _hpm_stats_refresh_light(void) { if (atomic_load(&_hpm_ready) == 2) stats_refresh(); }
 
 HPM_API void hpm_stats_get(hpm_stats_t *out) {
