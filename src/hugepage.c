@@ -62,8 +62,22 @@ static int hp_back(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     if (ph->page_mode == PAGES_HUGETLB) _hpm_stats->hp_fallback++;
     int e = ph->os->commit(addr, HPM_HP_BYTES);
     if (e) return e;
-    ph->os->thp_advise(addr, HPM_HP_BYTES, ph->page_mode != PAGES_OFF);
     hp->backing = BACK_THP;
+    /* A heap starts small: its first hugepage stays on 4 KiB pages until a
+     * second one is needed, so a program that allocates little pays neither
+     * a 2 MiB fault nor 2 MiB of RSS. Then the first is advised and
+     * collapsed, and every hugepage after it is huge from the start. */
+    if (ph->page_mode == PAGES_THP && !ph->huge_started) {
+        if (hp->index == 0) return 0;
+        ph->huge_started = true;
+        hpm_hp_t *first = hp_at(ph, 0);
+        if (first->backing == BACK_THP) {
+            void *first_addr = (void *)hpm_hp_addr(ph, first);
+            ph->os->thp_advise(first_addr, HPM_HP_BYTES, true);
+            if (first->state == HP_ACTIVE) ph->os->collapse(first_addr, HPM_HP_BYTES);
+        }
+    }
+    ph->os->thp_advise(addr, HPM_HP_BYTES, ph->page_mode != PAGES_OFF);
     return 0;
 }
 

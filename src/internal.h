@@ -149,6 +149,7 @@ typedef struct hpm_pageheap_s {
     uint64_t last_release_check_ns;
     size_t release_delay_ms, cache_keep_hp;
     bool subrelease;
+    bool huge_started;              /* THP mode: hugepage 0 has been advised (see hp_back) */
     hpm_span_t *span_free;          /* recycled span structs */
     hpm_hp_t *released_head;        /* empty, not backed */
     size_t used_pages_total;        /* used pages over all active hugepages */

