@@ -10,7 +10,7 @@
 
 /* ---- the fake OS ---- */
 static uint64_t fake_now_ns;
-static int commits, advises, releases, release_whole_hp, fail_commit;
+static int commits, advises, releases, release_whole_hp, fail_commit, collapses;
 static size_t released_bytes;
 
 static void *fake_reserve(size_t size, size_t align) { return _hpm_os_linux.reserve(size, align); }
@@ -25,11 +25,12 @@ static int fake_release(void *a, size_t n) {
     return 0;
 }
 static int fake_unreserve(void *a, size_t n) { (void)a; (void)n; return 0; }
+static int fake_collapse(void *a, size_t n) { (void)a; (void)n; collapses++; return 0; }
 static uint64_t fake_now(void) { return fake_now_ns; }
 
 static hpm_os_t fake_os;
 
-static void reset_log(void) { commits = advises = releases = release_whole_hp = 0; released_bytes = 0; }
+static void reset_log(void) { commits = advises = releases = release_whole_hp = collapses = 0; released_bytes = 0; }
 
 static hpm_pageheap_t *new_ph(void) {
     static hpm_pageheap_t ph;
@@ -40,6 +41,7 @@ static hpm_pageheap_t *new_ph(void) {
     fake_os.map_hugetlb = fake_hugetlb;
     fake_os.release = fake_release;
     fake_os.unreserve_to_reserved = fake_unreserve;
+    fake_os.collapse = fake_collapse;
     fake_os.now_ns = fake_now;
     CHECK(_hpm_ph_init(&ph, &fake_os, (size_t)4 << 30, PAGES_THP) == 0);
     ph.release_delay_ms = 1000;
@@ -82,6 +84,19 @@ static void test_fill_before_break(void) {
     CHECK(h && hp_index(ph, h) == 0, "h in hp %zu", h ? hp_index(ph, h) : 99);
     hpm_span_t *i = alloc(ph, 300, SPAN_MEDIUM);        /* no partial fits: the cached one */
     CHECK(i && hp_index(ph, i) == 3 && ph->cache_count == 0 && ph->top_hp == 4);
+}
+
+/* THP mode: the first hugepage starts on 4 KiB pages; the second one
+ * advises and collapses it, and is advised itself. */
+static void test_small_start(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *a = alloc(ph, 100, SPAN_SLAB);
+    CHECK(a && commits == 1 && advises == 0 && collapses == 0, "first hugepage not advised (%d advises)", advises);
+    hpm_span_t *b = alloc(ph, 500, SPAN_SLAB);        /* does not fit: a second hugepage */
+    CHECK(b && hp_index(ph, b) == 1);
+    CHECK(advises == 2 && collapses == 1 && ph->huge_started, "advises %d collapses %d", advises, collapses);
+    hpm_span_t *c = alloc(ph, 500, SPAN_SLAB);
+    CHECK(c && advises == 3 && collapses == 1, "later hugepages advised once each");
 }
 
 /* Hybrids are counted, and new mixed use goes to a hybrid before a clean
@@ -261,6 +276,7 @@ int main(void) {
     free(first);
     test_bits();
     test_fill_before_break();
+    test_small_start();
     test_hybrid();
     test_release_window();
     test_subrelease_order();
