@@ -81,9 +81,13 @@ typedef void hpm_output_fn(const char *line, void *arg);
 /* Prints the counters one line at a time through out (stderr when NULL). */
 void hpm_stats_print(hpm_output_fn *out, void *arg);
 
-/* Releases every cached empty hugepage now and, when subrelease is allowed
- * (HPM_SUBRELEASE=1, or always from hpm_trim), the free 4 KiB pages of
- * partial hugepages, emptiest first. Returns the bytes given back. */
+/* Gives memory back now: every cached empty hugepage (whole), the calling
+ * thread's empty slabs, and - subrelease, which splits the hugepages it
+ * touches - free 4 KiB pages of partial hugepages (emptiest first, until
+ * free-but-backed pages are at most 1/16 of used ones) and pages of the
+ * calling thread's slabs that hold only free blocks. malloc_trim(0) does
+ * the same, with subrelease only when HPM_SUBRELEASE=1. Returns the bytes
+ * of whole and partial hugepages given back. */
 size_t hpm_trim(void);
 
 /* ---- options (environment HPM_<NAME>, read once at start) ---- */
