@@ -1,6 +1,6 @@
 /* testhelper.h: a tiny check library for hpmalloc's tests.
  * CHECK(cond, fmt, ...) counts a pass or prints the failure with its place
- * (the message is optional); TEST_DONE() prints the closing line
+ * (the message is optional); th_field_kb reads a /proc field; TEST_DONE() prints the closing line
  * "N passed, N failed" and gives the exit status (1 when anything failed).
  * Single-threaded use; stress tests count in their own threads and report
  * once. */
@@ -8,8 +8,10 @@
 #define HPM_TESTHELPER_H
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-static int th_passed, th_failed;
+static int th_passed __attribute__((unused)), th_failed __attribute__((unused));
 
 static inline void th_fail(const char *file, int line, const char *cond, const char *fmt, ...) {
     va_list ap;
@@ -24,6 +26,19 @@ static inline void th_fail(const char *file, int line, const char *cond, const c
 #define CHECK(cond, ...) do { \
     if (cond) th_passed++; else th_fail(__FILE__, __LINE__, #cond, "" __VA_ARGS__); \
 } while (0)
+
+/* A "Name:  N kB" field of a /proc file (smaps_rollup, meminfo, status),
+ * or -1 when it is not there. */
+static inline long th_field_kb(const char *path, const char *name) {
+    FILE *f = fopen(path, "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(name);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, name, n) && line[n] == ':') v = atol(line + n + 1);
+    if (f) fclose(f);
+    return v;
+}
 
 #define TEST_DONE() (printf("%d passed, %d failed\n", th_passed, th_failed), fflush(stdout), th_failed ? 1 : 0)
 #endif

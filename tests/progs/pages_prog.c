@@ -5,17 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static long field(const char *path, const char *name) {
-    FILE *f = fopen(path, "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(name);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, name, n) && line[n] == ':') v = atol(line + n + 1);
-    if (f) fclose(f);
-    return v;
-}
+#include "testhelper.h"
 
 int main(int argc, char **argv) {
     size_t mib = argc > 1 ? (size_t)atol(argv[1]) : 64, total = 0, n = 0;
@@ -33,8 +23,8 @@ int main(int argc, char **argv) {
             printf("check=fail content\n");
             return 1;
         }
-    printf("anon_kib=%ld anon_huge_kib=%ld hugetlb_free=%ld check=ok\n", field("/proc/self/smaps_rollup", "Anonymous"),
-           field("/proc/self/smaps_rollup", "AnonHugePages"), field("/proc/meminfo", "HugePages_Free"));
+    printf("anon_kib=%ld anon_huge_kib=%ld hugetlb_free=%ld check=ok\n", th_field_kb("/proc/self/smaps_rollup", "Anonymous"),
+           th_field_kb("/proc/self/smaps_rollup", "AnonHugePages"), th_field_kb("/proc/meminfo", "HugePages_Free"));
     fflush(stdout);
     for (size_t i = 0; i < n; i++) free(blocks[i]);
     return 0;

@@ -12,16 +12,7 @@
 #include "hpmalloc.h"
 #include "testhelper.h"
 
-static long smaps_kb(const char *field) {
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n) && line[n] == ':') v = atol(line + n + 1);
-    if (f) fclose(f);
-    return v;
-}
+static long smaps_kb(const char *field) { return th_field_kb("/proc/self/smaps_rollup", field); }
 
 int main(void) {
     CHECK(hpm_option_set(HPM_OPT_RELEASE_DELAY_MS, 300) == 0);

@@ -10,14 +10,7 @@
 
 #define N (1u << 20)
 
-static long rss_kb(void) {
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f)) if (!strncmp(line, "Rss:", 4)) v = atol(line + 4);
-    if (f) fclose(f);
-    return v;
-}
+static long rss_kb(void) { return th_field_kb("/proc/self/smaps_rollup", "Rss"); }
 
 int main(void) {
     static unsigned char *p[N];
