@@ -107,3 +107,15 @@ compare_runs() {
     [[ $rc_hpm -eq 0 ]] || grep -v '^hpmalloc:' "$tmp/hpm.err" | head -n 10
     check_stats_seen "$tmp/hpm.err" "$label"
 }
+
+# run_env BIN ENV... -- ARGS...: runs BIN with the environment settings
+# ENV, stdout to $tmp/out and stderr to $tmp/err (the caller's $tmp), and
+# leaves ARGS in run_args for messages. Returns BIN's exit status.
+run_env() {
+    local bin=$1; shift
+    local envs=()
+    while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+    shift
+    run_args="$*"
+    env "${envs[@]}" "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+}

@@ -18,21 +18,18 @@ trap 'rm -rf "$tmp"' EXIT
 
 run_fork() {  # label, env..., -- args
     local label=$1; shift
-    local envs=()
-    while [[ $1 != -- ]]; do envs+=("$1"); shift; done
-    shift
     local rc
-    env "${envs[@]}" "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+    run_env "$bin" "$@"
     rc=$?
     cat "$tmp/out"; grep -v '^hpmalloc:' "$tmp/err" | head -n 20
     local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/out" | tail -n 1)
     local p=${line%% passed*} f=${line#*passed, }; f=${f%% failed}
     if [[ -z $line ]]; then
-        t_bad "forktest $* on $label: no result line (rc=$rc)"
+        t_bad "forktest $run_args on $label: no result line (rc=$rc)"
         return
     fi
     t_pass=$((t_pass + p)); t_fail=$((t_fail + f))
-    [[ $rc -eq 0 || $f -ne 0 ]] || t_bad "forktest $* on $label: rc=$rc with 0 failed"
+    [[ $rc -eq 0 || $f -ne 0 ]] || t_bad "forktest $run_args on $label: rc=$rc with 0 failed"
 }
 
 run_fork "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" -- 200 3

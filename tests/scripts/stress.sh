@@ -23,17 +23,14 @@ trap 'rm -rf "$tmp"' EXIT
 
 run_stress() {  # label, env..., -- args
     local label=$1; shift
-    local envs=()
-    while [[ $1 != -- ]]; do envs+=("$1"); shift; done
-    shift
     local t0=$SECONDS rc
-    env "${envs[@]}" "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+    run_env "$bin" "$@"
     rc=$?
     cat "$tmp/out"; head -n 20 "$tmp/err"
     if [[ $rc -eq 0 ]] && grep -q '^[0-9]* passed, 0 failed$' "$tmp/out"; then
-        t_ok "stress $* on $label ($((SECONDS - t0)) s)"
+        t_ok "stress $run_args on $label ($((SECONDS - t0)) s)"
     else
-        t_bad "stress $* on $label: rc=$rc $(tail -n 1 "$tmp/out")"
+        t_bad "stress $run_args on $label: rc=$rc $(tail -n 1 "$tmp/out")"
     fi
 }
 
