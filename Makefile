@@ -17,7 +17,7 @@ LIB_SRC   := $(filter-out src/static.c,$(wildcard src/*.c src/*/*.c))
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(LIB_SRC))
 SIM_SRC   := $(wildcard sim/src/*.c)
 SIM_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(SIM_SRC))
-HPM_SRC   := $(wildcard tools/hpm/*.c)
+HPM_SRC   := $(wildcard tools/hpm/*.c tools/hpm/*/*.c)
 HPM_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(HPM_SRC))
 BENCH_SRC := $(wildcard bench/*/*.c)
 BENCH_BIN := $(addprefix $(B)/bench/,$(basename $(notdir $(BENCH_SRC))))
@@ -51,9 +51,9 @@ $(B)/libhpmsim.a: $(SIM_OBJ)
 	@mkdir -p $(B); rm -f $@
 	ar rcs $@ $^
 
-$(B)/obj/tools/%.o: tools/%.c $(wildcard tools/hpm/*.h sim/include/*.h) include/hpmalloc.h
+$(B)/obj/tools/%.o: tools/%.c $(wildcard tools/hpm/*.h tools/hpm/*/*.h sim/include/*.h) include/hpmalloc.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) -Iinclude -Isim/include -Itools/hpm -c $< -o $@
+	$(CC) $(CFLAGS) $(BASE) -Iinclude -Isim/include -Itools/hpm -Itools/hpm/bench -Itools/hpm/stat -c $< -o $@
 
 $(B)/hpm: $(HPM_OBJ) $(B)/libhpmsim.a
 	$(CC) -o $@ $(HPM_OBJ) $(B)/libhpmsim.a -pthread -lm -ldl
