@@ -12,8 +12,6 @@
 
 /* ---- bitmaps of 512 pages ---- */
 
-static inline bool bit_get(const uint64_t bits[8], unsigned i) { return (bits[i >> 6] >> (i & 63)) & 1; }
-
 void _hpm_bits_set_range(uint64_t bits[8], unsigned from, unsigned n, bool value) {
     while (n > 0) {
         unsigned w = from >> 6, b = from & 63, take = 64 - b < n ? 64 - b : n;
