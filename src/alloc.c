@@ -236,7 +236,10 @@ HPM_API int hpm_posix_memalign(void **out, size_t alignment, size_t size) {
 HPM_API void hpm_free_sized(void *p, size_t size) { (void)size; hpm_free(p); }
 HPM_API void hpm_free_aligned_sized(void *p, size_t alignment, size_t size) { (void)alignment; (void)size; hpm_free(p); }
 
-/* ---- libc names (the shared library interposes them; so does -lhpmalloc) ---- */
+/* ---- libc names (the shared library interposes them; so does -lhpmalloc) ----
+ * -DHPM_NO_OVERRIDE leaves them out, so that a sanitizer's allocator can run
+ * beside the hpm_* API (make asan/ubsan/tsan, docs/tests.md). */
+#ifndef HPM_NO_OVERRIDE
 #define HPM_ALIAS(name) __attribute__((alias(#name), visibility("default"), used))
 void *malloc(size_t) HPM_ALIAS(hpm_malloc);
 void free(void *) HPM_ALIAS(hpm_free);
@@ -271,6 +274,7 @@ HPM_API int malloc_trim(size_t pad) {
     pthread_mutex_unlock(&_hpm_ph.lock);
     return bytes > 0;
 }
+#endif /* HPM_NO_OVERRIDE */
 
 HPM_API size_t hpm_trim(void) {
     hpm_ensure_init();

@@ -33,6 +33,8 @@
 #include "hooks.h"
 #include "hpmalloc.h"
 #include "prim/prim.h"
+#include "debug.h"
+#include "lockorder.h"
 
 #define HPM_API __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -283,4 +285,7 @@ HPM_INTERNAL void _hpm_stats_refresh_light(void);
 HPM_INTERNAL void _hpm_options_init(void);
 HPM_INTERNAL const char *_hpm_page_mode_name(int mode);
 HPM_INTERNAL bool _hpm_parse_size(const char *s, long *out);
+
+/* ---- invariant checkers (check.c) ---- */
+#include "check.h"
 #endif
