@@ -70,6 +70,8 @@ typedef struct {
     uint32_t owner_mixed_blocks; /* page_owner's "mixed": a block holding an allocation whose
                                     type differs from the block's label (U, R and M distinct) */
     uint64_t rcu_pending_pages;  /* frames waiting for their RCU grace period now */
+    uint64_t kernel_pages;       /* allocated UNMOVABLE + RECLAIMABLE frames now */
+    uint64_t reclaimable_pages;  /* of which RECLAIMABLE */
 } sim_stats_t;
 
 typedef struct {

@@ -93,7 +93,11 @@ void block_account(sim_t *s, uint32_t pfn, unsigned order, unsigned type, int si
         s->st.owner_mixed_blocks += (int)pb_owner_mixed(p) - (int)was_mixed;
         left -= n;
     }
-    if (sign > 0) s->st.free_pages -= 1u << order; else s->st.free_pages += 1u << order;
+    uint64_t pages = 1u << order;
+    if (sign > 0) s->st.free_pages -= pages; else s->st.free_pages += pages;
+    if (kernel) s->st.kernel_pages = sign > 0 ? s->st.kernel_pages + pages : s->st.kernel_pages - pages;
+    if (type == SIM_RECLAIMABLE)
+        s->st.reclaimable_pages = sign > 0 ? s->st.reclaimable_pages + pages : s->st.reclaimable_pages - pages;
 }
 
 /* Linux's expand(): the upper halves of a split go to `type`'s lists. */

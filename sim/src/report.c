@@ -128,6 +128,8 @@ void sim_report_table(FILE *f, const sim_result_t *r, int n) {
         s->compact_free_scanned + s->compact_failed + s->compact_wasted) / (double)s->hp_requests : -1, true);
     ROW("free memory, end (MiB)", "%.1f", (double)s->free_pages / 256.0, false);
     ROW("free memory, mean over time (MiB)", "%.1f", mean_free_mib(x), false);
+    ROW("kernel memory, end (MiB)", "%.1f", (double)s->kernel_pages / 256.0, false);
+    ROW("  of which reclaimable (MiB)", "%.1f", (double)s->reclaimable_pages / 256.0, false);
     ROW("fallbacks (placed in the other class)", "%.0f", (double)s->fallbacks, true);
     ROW("kernel allocs served by the other kernel type", "%.0f", (double)s->kernel_cross, false);
     ROW("allocations served from MIXED lists", "%.0f", (double)s->mixed_allocs, false);
