@@ -2,6 +2,7 @@
 # benchmark programs; `make test` runs every test; `make bench` runs the
 # quick evaluation. Sources are found by folder, so adding a file needs no
 # edit here: src/ (library), tools/hpm/ (command), sim/src/ (simulator),
+# sim/cli/ (`hpm sim`, linked into hpm),
 # bench/<group>/<name>.c (one program each), tests/unit/*.c (linked with
 # the static library), tests/progs/*.c (plain programs run under
 # LD_PRELOAD), sim/tests/*.c (simulator tests).
@@ -19,6 +20,7 @@ SIM_SRC   := $(wildcard sim/src/*.c)
 SIM_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(SIM_SRC))
 HPM_SRC   := $(wildcard tools/hpm/*.c tools/hpm/*/*.c)
 HPM_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(HPM_SRC))
+HPM_OBJ   += $(patsubst %.c,$(B)/obj/%.o,$(wildcard sim/cli/*.c))
 BENCH_SRC := $(wildcard bench/*/*.c)
 BENCH_BIN := $(addprefix $(B)/bench/,$(basename $(notdir $(BENCH_SRC))))
 UNIT_SRC  := $(wildcard tests/unit/*.c)
