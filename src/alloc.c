@@ -23,8 +23,7 @@ void _hpm_fatal(const char *fn, const void *p, const char *what) {
 }
 
 static void bad_pointer(const char *fn, const void *p) {
-    uintptr_t off = (uintptr_t)p - _hpm_map.base;
-    if (off < _hpm_map.top_bytes)
+    if (_hpm_ph_owns(p))
         _hpm_fatal(fn, p, "pointer into free memory of the hpmalloc heap (double free or dangling pointer)");
     _hpm_fatal(fn, p, "pointer was not allocated by hpmalloc (wild pointer)");
 }
@@ -63,7 +62,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     }
     pthread_mutex_lock(&_hpm_ph.lock);
     if (pages >= HPM_LARGE_MIN_PAGES || align_bytes > HPM_HP_BYTES / 2)
-        s = _hpm_ph_alloc_large(&_hpm_ph, pages, align_bytes > HPM_HP_BYTES ? align_bytes : HPM_HP_BYTES);
+        s = _hpm_ph_alloc_large_zero(&_hpm_ph, pages, align_bytes > HPM_HP_BYTES ? align_bytes : HPM_HP_BYTES, zero);
     else if (align_bytes > HPM_PAGE_BYTES)
         s = _hpm_ph_alloc_aligned(&_hpm_ph, pages, align_bytes);
     else
