@@ -11,7 +11,8 @@
  *
  * Illuminator, the patch (apanwariisc/Illuminator, mm/page_alloc.c):
  * own type; a whole free pageblock of the other class (the "steal full
- * before mixed" order, issue 10); the MIXED lists (__rmqueue); kernel
+ * before mixed" order, issue 10; with cfg.mixed_before_full this step is
+ * skipped, as in the stored commits); the MIXED lists (__rmqueue); kernel
  * requests then the other kernel type and the MOVABLE block whose pageblock
  * has the most free pages among the first few list entries per order
  * (__rmqueue_fallback_OPBS); movable requests the first block at the
