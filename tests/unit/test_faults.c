@@ -298,6 +298,8 @@ int main(int argc, char **argv) {
     run_child("core", OP_HUGETLB, "hugetlb");
     run_child("core", OP_ALL, "hugetlb");
     run_child("core", OP_COMMIT, "off");
+    run_child("core", OP_HUGETLB, "1g");
+    run_child("core", OP_ALL, "1g");
     run_child("records", OP_COMMIT, "thp");
     const int colour_ops[] = {OP_MMAP, OP_MUNMAP, OP_MREMAP, OP_MADVISE, OP_PAGEMAP};
     for (size_t i = 0; i < sizeof colour_ops / sizeof colour_ops[0]; i++) run_child("colour", colour_ops[i], "thp");
