@@ -12,6 +12,7 @@
 #include "meta.c"
 #include "stats.c"
 #include "sizeclass.c"
+#include "arena.c"
 #include "filler.c"
 #include "hugepage.c"
 #include "release.c"
