@@ -51,7 +51,7 @@ run() {
         f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
     fi
     local reports
-    reports=$(grep -cE '^(==[0-9]+==ERROR: |WARNING: ThreadSanitizer|SUMMARY: UndefinedBehaviorSanitizer|.*: runtime error: )|hpmalloc: assertion failed' "$log")
+    reports=$(grep -cE '^(==[0-9]+==ERROR: |WARNING: ThreadSanitizer|SUMMARY: UndefinedBehaviorSanitizer|.*: runtime error: |hpmalloc: assertion failed)' "$log")
     if [[ $f -eq 0 && ($rc -ne 0 || $reports -gt 0) ]]; then f=1; fi
     t_pass=$((t_pass + p)); t_fail=$((t_fail + f))
     printf '%-44s %8d passed %3d failed  rc=%-3d reports=%-3d %4ds\n' "$label" "$p" "$f" "$rc" "$reports" $((SECONDS - t0))
@@ -110,7 +110,7 @@ for m in "${modes[@]}"; do
     esac
     echo "== $m: $((SECONDS - t0)) s"
 done
-reports=$(cat "$log_dir"/*.log 2>/dev/null | grep -hE '^SUMMARY: (Address|Thread|UndefinedBehavior|Leak)Sanitizer|hpmalloc: assertion failed' |
+reports=$(cat "$log_dir"/*.log 2>/dev/null | grep -hE '^(SUMMARY: (Address|Thread|UndefinedBehavior|Leak)Sanitizer|hpmalloc: assertion failed)' |
           sed -E 's/\(BuildId[^)]*\)//; s/ \(pid=[0-9]+\)//; s/0x[0-9a-f]+/ADDR/g' | sort | uniq -c | sort -rn)
 if [[ -n $reports ]]; then
     echo "distinct reports (count, report):"
