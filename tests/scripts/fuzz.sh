@@ -14,13 +14,14 @@
 source "$(dirname "$0")/common.bash"
 require_tool clang
 t_tmpdir
+mkdir -p build/fuzz-artifacts
 if [[ -n ${HPM_FUZZ_BIN:-} ]]; then   # a harness built elsewhere (make fuzz-asan: on ASan+UBSan)
     bin=$HPM_FUZZ_BIN
     [[ -x $bin ]] || t_abort "HPM_FUZZ_BIN=$bin is not an executable"
     t_ok "fuzz_alloc given: $bin"
 else
     out=build/fuzz
-    mkdir -p "$out/obj" build/fuzz-artifacts
+    mkdir -p "$out/obj"
     cflags=(-O2 -g -std=c11 -D_GNU_SOURCE -pthread -Wno-unused-parameter -fno-builtin-malloc
             -ftls-model=initial-exec -Iinclude -Isrc)
     srcs=$(ls src/*.c src/*/*.c 2>/dev/null | grep -v '^src/static\.c$')
