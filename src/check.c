@@ -182,6 +182,18 @@ bool _hpm_check_pageheap(const hpm_pageheap_t *ph, char *why) {
     return true;
 }
 
+/* Level 3 runs this after every span operation. A whole check reads every
+ * hugepage's 512 page-map entries, so on a large arena it checks every k-th
+ * call instead, k = top_hp / 16 rounded up to a power of two: about the cost
+ * of checking 16 hugepages per operation, whatever the arena's size. */
+bool _hpm_check_pageheap_amortized(const hpm_pageheap_t *ph, char *why) {
+    static unsigned long calls;
+    unsigned long n = __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+    size_t every = 1;
+    while (every * 16 < ph->top_hp) every <<= 1;
+    return (n & (every - 1)) != 0 || _hpm_check_pageheap(ph, why);
+}
+
 /* Every page of the span maps to it, inside one arena. */
 static bool check_span_map(const hpm_span_t *s, char *why) {
     hpm_pageheap_t *ph = &_hpm_ph;

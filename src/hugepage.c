@@ -411,7 +411,7 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
     if (!hp) return NULL;
     hpm_span_t *s = span_place(ph, hp, n_pages, kind, -1);
     _hpm_ph_publish(ph);
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
 
@@ -524,7 +524,7 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
     }
     if (ph == &_hpm_ph) _hpm_stats->large_allocs++;
     _hpm_ph_publish(ph);
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
 
@@ -544,7 +544,7 @@ hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t ali
     if (tail) hp_free_pages(ph, hp, first + head + (unsigned)n_pages, tail, false, &now);
     s->start = aligned;
     s->n_pages = (uint32_t)n_pages;
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
 
@@ -568,7 +568,7 @@ void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
         _hpm_ph_release_tick(ph, now ? now : ph->os->now_ns());
     else
         _hpm_ph_publish(ph);
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
 }
 
 size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max) {

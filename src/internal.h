@@ -19,6 +19,8 @@
  *   hugepage.c filler.c release.c the pageheap: placement, hybrids, release
  *   meta.c options.c stats.c      metadata memory, options, counters
  *   prim/                         the OS table
+ *   debug.h check.c lockorder.c   the debug tier: asserts, checkers and the lock
+ *                                 order (docs/allocator.md), usable from every layer
  *
  * Invariant: every address in [arena_base, arena_top) maps, through
  * page_map, to the span that owns its page, or to NULL when the page is

@@ -21,6 +21,8 @@
 #include "heap.c"
 #include "alloc.c"
 #include "init.c"
+#include "check.c"
+#include "lockorder.c"
 #include "publish.c"
 #include "color/colored_map.c"
 #include "ccow/ccow.c"

@@ -165,7 +165,7 @@ static int precopy_round(size_t n, uint32_t gen, uint32_t t_pct, ccow_bucket_t *
                 if (!nap(wait, gen)) return -1;
             if (period_stale(gen) || S.disabled || S.opt == CCOW_OPT_OFF) return -1;
             uint32_t shared = 0;
-            int err = _hpm_ccow_precopy(r->addr, S.mech, &shared);
+            int err = _hpm_ccow_precopy(r->addr, __atomic_load_n(&S.mech, __ATOMIC_ACQUIRE), &shared);
             if (fatal_errno(err)) { ccow_disable("MADV_COLLAPSE", err); return -1; }
             r->precopied = true;
             if (err) continue;   /* EAGAIN, ENOMEM, ENOENT: skip this region this period */
@@ -234,7 +234,7 @@ static void run_period(uint32_t gen) {
         if (done > 0 || s.excl_pages != last_excl) quiet_since = now;
         else if (now - quiet_since > CCOW_QUIET_NS) break;
         last_excl = s.excl_pages;
-        if (S.mech == CCOW_MECH_SWAP && done > 0) _hpm_ccow_spares_fill(CCOW_SPARES);
+        if (__atomic_load_n(&S.mech, __ATOMIC_ACQUIRE) == CCOW_MECH_SWAP && done > 0) _hpm_ccow_spares_fill(CCOW_SPARES);
         /* Scanning costs a few ms per GiB: keep it under a fifth of a core. */
         uint64_t pause = scan_ns * 4 > CCOW_SCAN_MIN_NS ? scan_ns * 4 : CCOW_SCAN_MIN_NS;
         if (!nap(pause, gen)) return;
@@ -259,7 +259,7 @@ static void *ccow_thread(void *arg) {
             S.probed = true;
             int err = _hpm_ccow_scan_probe();
             if (err) { ccow_disable("pagemap", err); continue; }
-            if (S.mech == CCOW_MECH_SWAP) _hpm_ccow_spares_fill(CCOW_SPARES);
+            if (__atomic_load_n(&S.mech, __ATOMIC_ACQUIRE) == CCOW_MECH_SWAP) _hpm_ccow_spares_fill(CCOW_SPARES);
         }
         run_period(gen);
         if (!period_stale(gen)) __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
