@@ -22,7 +22,6 @@
  * (the copy would bring old bytes back) nor unmapped under a prefault. */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <string.h>
 #include "ccow/ccow.h"
 
@@ -49,7 +48,7 @@ static void core_op_enter(void *addr, size_t len) {
         uintptr_t b = __atomic_load_n(&busy_region, __ATOMIC_SEQ_CST);
         if (!b || a + len <= b || a >= b + HPM_HP_BYTES) return;
         __atomic_fetch_sub(&core_ops, 1, __ATOMIC_SEQ_CST);
-        while (__atomic_load_n(&busy_region, __ATOMIC_SEQ_CST) == b) sched_yield();
+        while (__atomic_load_n(&busy_region, __ATOMIC_SEQ_CST) == b) _hpm_ccow_os->yield_cpu();
     }
 }
 
@@ -89,7 +88,7 @@ const hpm_os_t *_hpm_ccow_os_guard(const hpm_os_t *os) {
 
 static void busy_begin(uintptr_t region) {
     __atomic_store_n(&busy_region, region, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&core_ops, __ATOMIC_SEQ_CST) > 0) sched_yield();
+    while (__atomic_load_n(&core_ops, __ATOMIC_SEQ_CST) > 0) _hpm_ccow_os->yield_cpu();
 }
 
 static void busy_end(void) { __atomic_store_n(&busy_region, 0, __ATOMIC_SEQ_CST); }
