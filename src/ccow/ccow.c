@@ -191,7 +191,17 @@ static long period_rate(void) {
     return rate == 0 && S.opt == CCOW_OPT_HISTORY ? CCOW_HISTORY_RATE_MIB_S : rate;
 }
 
-static bool fatal_errno(int err) { return err == ENOSYS || err == EINVAL || err == EPERM || err == EACCES; }
+/* EINVAL also comes back when the heap's VMA changed under a collapse
+ * (the core committing or releasing next to it): fatal only when it
+ * repeats CCOW_EINVAL_FATAL times with no success in between. */
+#define CCOW_EINVAL_FATAL 8
+static unsigned einval_run;
+
+static bool fatal_errno(int err) {
+    if (err == EINVAL) return ++einval_run >= CCOW_EINVAL_FATAL;
+    if (err == 0) einval_run = 0;
+    return err == ENOSYS || err == EPERM || err == EACCES;
+}
 
 /* Does r get pre-copied in the pass for rank pct? The rank is the
  * region's coverage now, or in history mode its written share last time

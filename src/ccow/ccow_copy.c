@@ -193,6 +193,14 @@ static int precopy_swap(uintptr_t region, uint32_t *shared_before) {
     if (err) { _hpm_ccow_os->uffd_release(uffd, (void *)region, HPM_HP_BYTES); goto out; }
     memcpy((void *)spare, (const void *)region, HPM_HP_BYTES);
     err = _hpm_ccow_os->remap_fixed((void *)spare, (void *)region, HPM_HP_BYTES);
+    uint32_t ignored;
+    if (err && !region_still_mapped(region, &ignored)) {
+        /* mremap can fail after unmapping the destination: the spare holds
+         * the region's exact bytes (copied under write-protect), so put it
+         * there again rather than leave a hole. */
+        err = _hpm_ccow_os->remap_fixed((void *)spare, (void *)region, HPM_HP_BYTES);
+        if (err) _hpm_message("hpmalloc: ccow: mremap failed (%d) and left the region at %p unmapped\n", err, (void *)region);
+    }
     if (!err) {
         spare = 0;
         int e2 = _hpm_os->dontfork((void *)region, HPM_HP_BYTES, false);
