@@ -23,7 +23,8 @@
 #define CCOW_CONTROL_EVERY 8        /* adaptive: every 8th region is a control */
 #define CCOW_ADAPTIVE_START_T 80
 #define CCOW_DEFAULT_OPT CCOW_OPT_OFF   /* with HPM_CCOW unset; docs/ccow.md says why */
-#define CCOW_HISTORY_RATE_MIB_S 1024  /* history's pace when HPM_CCOW_RATE is 0 */
+#define CCOW_HISTORY_RATE_MIB_S 1024
+#define CCOW_HISTORY_EXTRA_PCT 5       /* history: extra memory a period's pre-copies may cost, % of the heap */  /* history's pace when HPM_CCOW_RATE is 0 */
 
 typedef struct {
     uintptr_t addr;
@@ -33,6 +34,7 @@ typedef struct {
     bool settled;                  /* private for good: no need to scan again this period */
     bool observed;                 /* cov_last was seen while the child lived */
     bool copied;                   /* pre-copied successfully this period */
+    bool chosen;                   /* history mode: to pre-copy this period */
     ccow_hist_t *hist;             /* history mode: this region's entry */
 } ccow_region_t;
 
@@ -128,6 +130,23 @@ static bool regions_load(size_t *n_out) {
     return true;
 }
 
+/* History mode, at the start of a period: choose the dense regions,
+ * densest first, while the pages they would copy that were not written
+ * last time (the memory a pre-copy spends beyond plain CoW) stay within
+ * CCOW_HISTORY_EXTRA_PCT of the heap's present pages. */
+static void history_choose(size_t n, size_t present_pages) {
+    double budget = (double)present_pages * CCOW_HISTORY_EXTRA_PCT / 100.0, spent = 0;
+    for (int pct = 100; pct >= CCOW_HISTORY_DENSE_PCT; pct--)
+        for (size_t i = 0; i < n; i++) {
+            ccow_region_t *r = &S.regions[i];
+            if (!r->hist || r->hist->written_pct != pct || !_hpm_ccow_history_dense(r->hist)) continue;
+            double extra = (double)r->present * (100 - pct) / 100.0;
+            if (spent + extra > budget) return;
+            spent += extra;
+            r->chosen = true;
+        }
+}
+
 /* History mode, at the end of a period (or when a new fork cut it short):
  * fold what this period showed into each region's written share. */
 static void history_finish(size_t n) {
@@ -208,7 +227,7 @@ static bool fatal_errno(int err) {
  * (only dense, still shared regions). */
 static bool region_wanted(const ccow_region_t *r, int pct, uint32_t t_pct) {
     if (S.opt == CCOW_OPT_HISTORY)
-        return r->hist && r->hist->written_pct == (uint8_t)pct && _hpm_ccow_history_dense(r->hist) && r->excl < r->present;
+        return r->chosen && r->hist->written_pct == (uint8_t)pct && r->excl < r->present;
     uint32_t cov = (uint32_t)r->excl * 100 / r->present;
     return cov == (uint32_t)pct && _hpm_ccow_should_precopy(S.opt, t_pct, r->excl, r->present);
 }
@@ -280,7 +299,7 @@ static void track_period(uint32_t gen, size_t n) {
     _hpm_ccow_bucket_init(&bucket, rate, _hpm_os->now_ns());
     __atomic_store_n(&_hpm_stats->ccow_active, 1, __ATOMIC_RELAXED);
     stat_set(&_hpm_stats->ccow_recover_us, 0);
-    bool recovered = false;
+    bool recovered = false, first = true;
     size_t last_excl = (size_t)-1;
     uint64_t quiet_since = _hpm_os->now_ns();
     for (;;) {
@@ -289,6 +308,8 @@ static void track_period(uint32_t gen, size_t n) {
         scan_sum_t s = scan_all(n, t_pct, false);
         uint64_t scan_ns = _hpm_os->now_ns() - t0;
         note_recovery(s, t_fork, &recovered);
+        if (first && S.opt == CCOW_OPT_HISTORY) history_choose(n, s.present_pages);
+        first = false;
         if (s.shared_pages == 0) break;
         int done = precopy_round(n, gen, t_pct, &bucket, useful);
         if (done < 0) return;
