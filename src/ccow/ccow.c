@@ -318,8 +318,12 @@ static void track_period(uint32_t gen, size_t n) {
         else if (now - quiet_since > CCOW_QUIET_NS) break;
         last_excl = s.excl_pages;
         if (S.mech == CCOW_MECH_SWAP && done > 0) _hpm_ccow_spares_fill(CCOW_SPARES);
-        /* Scanning costs a few ms per GiB: keep it under a fifth of a core. */
-        uint64_t pause = scan_ns * 4 > CCOW_SCAN_MIN_NS ? scan_ns * 4 : CCOW_SCAN_MIN_NS;
+        /* Scanning costs a few ms per GiB: keep it under a fifth of a core.
+         * History needs scans only to observe and to see the child go:
+         * a twentieth of a core, at most 5 per second. */
+        bool slow = S.opt == CCOW_OPT_HISTORY;
+        uint64_t pause = scan_ns * (slow ? 20 : 4), floor_ns = slow ? CCOW_SCAN_MIN_NS * 20 : CCOW_SCAN_MIN_NS;
+        if (pause < floor_ns) pause = floor_ns;
         if (!nap(pause, gen)) return;
     }
     if (S.opt == CCOW_OPT_ADAPTIVE) adapt_finish(n);

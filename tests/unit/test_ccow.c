@@ -272,7 +272,7 @@ int main(void) {
     CHECK(hpm_ccow_config("history", 0) == 0);
     _hpm_ccow_set_mech(CCOW_MECH_COLLAPSE);
     uint64_t before = stat_precopied();
-    hold_ms = 300;
+    hold_ms = 1500;                    /* several scans (5 per second) while the child lives */
     one_period("history/first", 0, 0);
     hold_ms = 0;
     CHECK(stat_precopied() == before, "history pre-copied %llu regions at its first fork",
