@@ -6,6 +6,9 @@
  * more (the child exited, or everything was copied) collapses regions that
  * CoW left split, so the parent's heap is huge again. Tracking also ends
  * when nothing changed for CCOW_QUIET_NS. Counters go to _hpm_stats.
+ * History mode instead pre-copies, at each fork, the regions written
+ * densely while the last children lived (a per-region table, see
+ * history_choose and history_finish).
  *
  * Invariant: only this thread copies or collapses, one region at a time,
  * under the guards of ccow_copy.c; a new fork restarts the period. When
@@ -23,8 +26,8 @@
 #define CCOW_CONTROL_EVERY 8        /* adaptive: every 8th region is a control */
 #define CCOW_ADAPTIVE_START_T 80
 #define CCOW_DEFAULT_OPT CCOW_OPT_OFF   /* with HPM_CCOW unset; docs/ccow.md says why */
-#define CCOW_HISTORY_RATE_MIB_S 1024
-#define CCOW_HISTORY_EXTRA_PCT 5       /* history: extra memory a period's pre-copies may cost, % of the heap */  /* history's pace when HPM_CCOW_RATE is 0 */
+#define CCOW_HISTORY_RATE_MIB_S 1024   /* history's pace when HPM_CCOW_RATE is 0 */
+#define CCOW_HISTORY_EXTRA_PCT 5       /* history: extra memory a period's pre-copies may cost, % of the heap */
 
 typedef struct {
     uintptr_t addr;
