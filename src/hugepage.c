@@ -56,10 +56,10 @@ static int hp_back(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     void *addr = (void *)hpm_hp_addr(ph, hp);
     if (ph->page_mode == PAGES_HUGETLB && ph->os->map_hugetlb(addr, HPM_HP_BYTES, HPM_HP_BYTES) == 0) {
         hp->backing = BACK_HUGETLB;
-        _hpm_stats->hp_hugetlb++;
+        ph->hugetlb_hp++;
         return 0;
     }
-    if (ph->page_mode == PAGES_HUGETLB) _hpm_stats->hp_fallback++;
+    if (ph->page_mode == PAGES_HUGETLB) ph->fallback_total++;
     int e = ph->os->commit(addr, HPM_HP_BYTES);
     if (e) return e;
     hp->backing = BACK_THP;
@@ -86,14 +86,14 @@ static int chunk_back_1g(hpm_pageheap_t *ph, size_t first_idx) {
     void *addr = (void *)(ph->base + ((uintptr_t)first_idx << HPM_HP_SHIFT));
     int back = BACK_1G;
     if (ph->os->map_hugetlb(addr, HPM_GB_BYTES, HPM_GB_BYTES) != 0) {
-        _hpm_stats->hp_fallback++;
+        ph->fallback_total++;
         int e = ph->os->commit(addr, HPM_GB_BYTES);
         if (e) return e;
         ph->os->thp_advise(addr, HPM_GB_BYTES, true);
         back = BACK_THP;
     }
     for (size_t i = 0; i < HPM_PAGES_PER_HP; i++) hp_at(ph, first_idx + i)->backing = (uint8_t)back;
-    if (back == BACK_1G) _hpm_stats->hp_hugetlb += HPM_PAGES_PER_HP;   /* counted in 2 MiB units */
+    if (back == BACK_1G) ph->hugetlb_hp += HPM_PAGES_PER_HP;   /* counted in 2 MiB units */
     return 0;
 }
 
@@ -301,7 +301,7 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
     if (!hp) hp = _hpm_filler_find(ph, other, n_pages);   /* out of memory: pollute */
     if (!hp) return NULL;
     hpm_span_t *s = span_place(ph, hp, n_pages, kind, -1);
-    _hpm_ph_publish(ph);
+    hpm_ph_changed(ph);
     return s;
 }
 
@@ -364,8 +364,8 @@ hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align
         hp_use_pages(ph, hp_at(ph, (size_t)first + i), 0, n, s);
         if (left <= HPM_PAGES_PER_HP) break;
     }
-    if (ph == &_hpm_ph) _hpm_stats->large_allocs++;
-    _hpm_ph_publish(ph);
+    ph->large_allocs_total++;
+    hpm_ph_changed(ph);
     return s;
 }
 
@@ -405,7 +405,7 @@ void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
     if (ph->cache_count > ph->cache_keep_hp || ph->subrelease)
         _hpm_ph_release_tick(ph, now ? now : ph->os->now_ns());
     else
-        _hpm_ph_publish(ph);
+        hpm_ph_changed(ph);
 }
 
 size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max) {

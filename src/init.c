@@ -68,9 +68,8 @@ static void init_once(void) {
     const hpm_os_t *ph_os = _hpm_ccow_os_guard ? _hpm_ccow_os_guard(_hpm_os) : _hpm_os;
     if (_hpm_meta_init(_hpm_os) == 0 &&
         _hpm_ph_init(&_hpm_ph, ph_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) == 0) {
-        _hpm_ph.release_delay_ms = (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS);
-        _hpm_ph.cache_keep_hp = (size_t)_hpm_option(HPM_OPT_HP_CACHE);
-        _hpm_ph.subrelease = _hpm_option(HPM_OPT_SUBRELEASE) != 0;
+        _hpm_options_apply(&_hpm_ph);
+        _hpm_stats_watch(&_hpm_ph);
     } else {
         _hpm_message("hpmalloc: cannot reserve address space for the heap; every allocation will fail\n");
     }

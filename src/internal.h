@@ -154,7 +154,18 @@ typedef struct hpm_pageheap_s {
     hpm_hp_t *released_head;        /* empty, not backed */
     size_t used_pages_total;        /* used pages over all active hugepages */
     hpm_meta_region_t hp_region, map_region;
+    /* counts that only the stats layer reads (it pulls them, stats.c) */
+    uint64_t hugetlb_hp;            /* hugepages backed by hugetlbfs, in 2 MiB units */
+    uint64_t fallback_total;        /* hugetlb/1g requests that fell back to THP */
+    uint64_t large_allocs_total;    /* allocations of whole hugepages */
+    /* Called under the lock after the counts change, so the published
+     * counters stay live; set by the stats layer (_hpm_stats_watch) for the
+     * process's own pageheap only. NULL: nobody watches. */
+    void (*on_change)(const struct hpm_pageheap_s *ph);
 } hpm_pageheap_t;
+
+/* The pageheap's counts changed (the caller holds ph->lock). */
+static inline void hpm_ph_changed(hpm_pageheap_t *ph) { if (ph->on_change) ph->on_change(ph); }
 
 HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
 
@@ -189,8 +200,9 @@ HPM_INTERNAL void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns);
 /* Release everything possible now. subrelease: also free pages inside
  * partial hugepages, emptiest first. Returns bytes released. */
 HPM_INTERNAL size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease);
-/* Copy the pageheap's counts into the published counters. */
-HPM_INTERNAL void _hpm_ph_publish(hpm_pageheap_t *ph);
+/* The release policy, set in one call (by options.c, at start and on
+ * hpm_option_set). Takes ph->lock. */
+HPM_INTERNAL void _hpm_ph_configure(hpm_pageheap_t *ph, size_t release_delay_ms, size_t cache_keep_hp, bool subrelease);
 
 /* filler.c: the sets of partial hugepages */
 HPM_INTERNAL void _hpm_filler_insert(hpm_pageheap_t *ph, hpm_hp_t *hp);
@@ -278,6 +290,11 @@ static inline void hpm_ensure_init(void) {
 HPM_INTERNAL void _hpm_background_kick(void);
 /* Refresh the computed counters (stats.c), for the background thread. */
 HPM_INTERNAL void _hpm_stats_refresh_light(void);
+/* Makes the counters follow ph (its on_change hook) and fills them now. */
+HPM_INTERNAL void _hpm_stats_watch(hpm_pageheap_t *ph);
+/* options.c: gives the pageheap its release policy from the options (one
+ * call to _hpm_ph_configure). */
+HPM_INTERNAL void _hpm_options_apply(hpm_pageheap_t *ph);
 
 /* ---- options (options.c) ---- */
 HPM_INTERNAL void _hpm_options_init(void);

@@ -107,12 +107,13 @@ HPM_API int hpm_option_set(hpm_option_t opt, long value) {
         return -1;
     }
     __atomic_store_n(&opts[opt].value, value, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&_hpm_ph.lock);
-    _hpm_ph.release_delay_ms = (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS);
-    _hpm_ph.cache_keep_hp = (size_t)_hpm_option(HPM_OPT_HP_CACHE);
-    _hpm_ph.subrelease = _hpm_option(HPM_OPT_SUBRELEASE) != 0;
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    _hpm_options_apply(&_hpm_ph);
     return 0;
+}
+
+void _hpm_options_apply(hpm_pageheap_t *ph) {
+    _hpm_ph_configure(ph, (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS), (size_t)_hpm_option(HPM_OPT_HP_CACHE),
+                      _hpm_option(HPM_OPT_SUBRELEASE) != 0);
 }
 
 const char *_hpm_page_mode_name(int mode) {

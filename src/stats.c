@@ -1,6 +1,8 @@
-/* stats.c: the counters. Most live in *_hpm_stats and are updated where
- * they change (under the pageheap lock); bytes in use is summed over the
- * thread heaps on demand, and THP coverage is read from
+/* stats.c: the counters. The pageheap keeps its own counts; this layer
+ * pulls them into *_hpm_stats (the published area) whenever they change
+ * (the pageheap's on_change hook, set by _hpm_stats_watch) and on every
+ * hpm_stats_get; bytes in use is summed over the thread heaps on every
+ * 16th change and on each full refresh, and THP coverage is read from
  * /proc/self/smaps_rollup. Printing goes through a callback, one line at a
  * time, so nothing here uses stdio streams. HPM_STATS=1 prints at exit. */
 #include <stdarg.h>
@@ -32,14 +34,45 @@ static uint64_t smaps_field_kb(const char *text, const char *name) {
     return v;
 }
 
-/* Refresh the counters that are computed rather than kept. */
+/* Pulls the pageheap's counts into the counters (hpm stat reads them
+ * live). The caller holds ph->lock. The sum over thread heaps (bytes in
+ * use) is taken on every 16th change only, and by every full refresh. */
+static void stats_pull(const hpm_pageheap_t *ph, bool sum_heaps) {
+    hpm_stats_t *s = _hpm_stats;
+    s->hp_in_use = ph->active_count;
+    s->hp_cached = ph->cache_count;
+    s->hp_backed = ph->active_count + ph->cache_count;
+    s->hp_released = ph->released_total;
+    s->hp_hybrid = ph->hybrid_count;
+    s->hp_hugetlb = ph->hugetlb_hp;
+    s->hp_fallback = ph->fallback_total;
+    s->large_allocs = ph->large_allocs_total;
+    s->pages_subreleased = ph->subrel_pages + __atomic_load_n(&_hpm_slab_held_pages, __ATOMIC_RELAXED);
+    s->bytes_mapped = (uint64_t)ph->top_hp << HPM_HP_SHIFT;
+    s->bytes_metadata = _hpm_meta_committed_bytes();
+    if (sum_heaps) {
+        int64_t used = _hpm_heaps_used_bytes();
+        s->bytes_in_use = used > 0 ? (uint64_t)used : 0;
+    }
+}
+
+static void stats_on_change(const hpm_pageheap_t *ph) {
+    static unsigned calls;
+    stats_pull(ph, (calls++ & 15) == 0);
+}
+
+void _hpm_stats_watch(hpm_pageheap_t *ph) {
+    pthread_mutex_lock(&ph->lock);
+    ph->on_change = stats_on_change;
+    stats_pull(ph, false);   /* the heaps are not set up yet */
+    pthread_mutex_unlock(&ph->lock);
+}
+
+/* Refresh every counter that is computed rather than kept. */
 static void stats_refresh(void) {
     hpm_pageheap_t *ph = &_hpm_ph;
-    int64_t used = _hpm_heaps_used_bytes();
     pthread_mutex_lock(&ph->lock);
-    _hpm_ph_publish(ph);
-    _hpm_stats->bytes_in_use = used > 0 ? (uint64_t)used : 0;
-    _hpm_stats->bytes_metadata = _hpm_meta_committed_bytes();
+    stats_pull(ph, true);
     pthread_mutex_unlock(&ph->lock);
 }
 
