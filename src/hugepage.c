@@ -1,7 +1,7 @@
 /* hugepage.c: the pageheap, which keeps the heap as a set of 2 MiB
  * hugepages and decides where every span goes.
  *
- * Placement (DESIGN.md rules 3-4): a span goes to the most used partial
+ * Placement (docs/allocator.md, "Placement"): a span goes to the most used partial
  * hugepage of its own set that fits (filler.c), then to a hybrid, then to
  * an empty hugepage (newest cached first, then released, then new address
  * space), and only then pollutes the other set. Large spans take whole

@@ -2,7 +2,7 @@
  *
  * Initialisation is lazy (first allocation) and calls nothing that could
  * allocate before the allocator is ready; pthread_atfork, the published
- * counters and CCoW are set up just after. Fork (DESIGN.md rule 8): the
+ * counters and CCoW are set up just after. Fork (docs/allocator.md, "Threads"): the
  * prepare handler takes every allocator lock, the parent releases them,
  * and the child re-creates them and retires the heaps of threads that did
  * not survive. The background thread starts only once empty hugepages
@@ -68,7 +68,7 @@ static void init_once(void) {
     const hpm_os_t *ph_os = _hpm_ccow_os_guard ? _hpm_ccow_os_guard(_hpm_os) : _hpm_os;
     if (_hpm_meta_init(_hpm_os) == 0 &&
         _hpm_ph_init(&_hpm_ph, ph_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) == 0) {
-        _hpm_options_apply(&_hpm_ph);
+        hpm_options_apply(&_hpm_ph);
         _hpm_stats_watch(&_hpm_ph);
     } else {
         _hpm_message("hpmalloc: cannot reserve address space for the heap; every allocation will fail\n");

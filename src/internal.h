@@ -12,13 +12,24 @@
  *   pageheap  the global back end (hugepage.c): places spans into hugepages,
  *             tracks hybrids, caches and releases empty hugepages.
  *
- * Layer order (a file calls only layers below it):
- *   alloc.c override.c static.c   api
- *   heap.c                        per-thread heaps, fast paths, remote frees
- *   slab.c                        slab setup and free-list collection
- *   hugepage.c filler.c release.c the pageheap: placement, hybrids, release
- *   meta.c options.c stats.c      metadata memory, options, counters
- *   prim/                         the OS table
+ * Layer order, top to bottom. A file calls (and writes) only files of its
+ * own layer or below; tests/scripts/layers.sh reads this list and checks
+ * every object's undefined symbols against it, so the list must name every
+ * source file and only files that exist.
+ *   cxx/new.cc                             C++ operator new/delete, on the public API
+ *   alloc.c control.c static.c             api: malloc family; options and counters
+ *   init.c                                 start-up, fork handlers, background thread
+ *   publish.c ccow/ color/                 features beside the core (hooks.h)
+ *   stats.c                                counters, pulled from the layers below
+ *   heap.c spancache.c                     per-thread heaps, fast paths, remote frees
+ *   slab.c                                 slab setup and free-list collection
+ *   hugepage.c filler.c release.c bits.h   the pageheap: placement, hybrids, release
+ *   meta.c options.c sizeclass.c message.c metadata memory, option values, size classes, messages
+ *   prim/                                  the OS table
+ * The one exception is the start-up gate: hpm_ensure_init() (_hpm_ready,
+ * _hpm_init_slow) may be called from any layer's entry points. Upward
+ * notifications go through hooks set by the upper layer (the pageheap's
+ * on_change, set by stats.c), never through calls.
  *
  * Invariant: every address in [arena_base, arena_top) maps, through
  * page_map, to the span that owns its page, or to NULL when the page is
@@ -278,7 +289,7 @@ HPM_INTERNAL size_t _hpm_slab_shed(hpm_span_t *s);
 HPM_INTERNAL void _hpm_slab_refill(hpm_span_t *s);
 HPM_INTERNAL extern size_t _hpm_slab_held_pages;
 
-/* ---- errors (alloc.c) ---- */
+/* ---- errors (message.c) ---- */
 HPM_INTERNAL void _hpm_fatal(const char *fn, const void *p, const char *what) __attribute__((noreturn));
 
 /* ---- init (init.c) ---- */
@@ -292,12 +303,21 @@ HPM_INTERNAL void _hpm_background_kick(void);
 HPM_INTERNAL void _hpm_stats_refresh_light(void);
 /* Makes the counters follow ph (its on_change hook) and fills them now. */
 HPM_INTERNAL void _hpm_stats_watch(hpm_pageheap_t *ph);
-/* options.c: gives the pageheap its release policy from the options (one
- * call to _hpm_ph_configure). */
-HPM_INTERNAL void _hpm_options_apply(hpm_pageheap_t *ph);
+/* Refresh every computed counter now (stats.c, for hpm_stats_get). */
+HPM_INTERNAL void _hpm_stats_refresh(void);
+/* Gives the pageheap its release policy from the options, in one call. */
+static inline void hpm_options_apply(hpm_pageheap_t *ph) {
+    _hpm_ph_configure(ph, (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS), (size_t)_hpm_option(HPM_OPT_HP_CACHE),
+                      _hpm_option(HPM_OPT_SUBRELEASE) != 0);
+}
 
 /* ---- options (options.c) ---- */
 HPM_INTERNAL void _hpm_options_init(void);
 HPM_INTERNAL const char *_hpm_page_mode_name(int mode);
 HPM_INTERNAL bool _hpm_parse_size(const char *s, long *out);
+/* value lies in the option's range. */
+HPM_INTERNAL bool _hpm_option_valid(hpm_option_t opt, long value);
+/* Stores a new value; EINVAL when out of range or fixed at start (pages,
+ * arena size) and different. 0 otherwise. */
+HPM_INTERNAL int _hpm_option_store(hpm_option_t opt, long value);
 #endif

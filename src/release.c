@@ -1,4 +1,4 @@
-/* release.c: when the pageheap gives memory back to the OS (DESIGN.md rule 5).
+/* release.c: when the pageheap gives memory back to the OS (docs/allocator.md, "Release").
  *
  * Empty hugepages wait in a cache (newest at the head). The release tick
  * frees, whole, those that have been empty longer than the demand window

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #endif
 #include "prim/linux.c"
+#include "message.c"
 #include "options.c"
 #include "meta.c"
 #include "stats.c"
@@ -19,6 +20,7 @@
 #include "spancache.c"
 #include "heap.c"
 #include "alloc.c"
+#include "control.c"
 #include "init.c"
 #include "publish.c"
 #include "color/colored_map.c"

@@ -48,7 +48,10 @@ linked=$(require_prog cxx_new_linked) || t_abort "cannot build build/tests/progs
 run_case "under LD_PRELOAD" env LD_PRELOAD="$HPM_LIB_ABS" "$pre"
 t_check "linked program needs libhpmalloc.so.0" bash -c "readelf -d '$linked' | grep -q 'NEEDED.*libhpmalloc.so.0'"
 run_case "linked with -lhpmalloc" "$linked"
-if "$cxx" -O2 -std=c++17 -rdynamic -Iinclude -Itests tests/progs/cxx_new.cc build/libhpmalloc.a -pthread -ldl \
+# the program reaches hpm_range/hpm_stats_get through dlsym, so the static
+# link must be told to keep them (-u), as a direct call would
+if "$cxx" -O2 -std=c++17 -rdynamic -Wl,-u,hpm_range,-u,hpm_stats_get -Iinclude -Itests tests/progs/cxx_new.cc \
+        build/libhpmalloc.a -pthread -ldl \
         -o "$tmp/cxx_static"; then
     t_ok "links with libhpmalloc.a"
     run_case "linked with libhpmalloc.a" "$tmp/cxx_static"
