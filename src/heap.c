@@ -175,6 +175,7 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     if (!s) return NULL;
     s->list = LIST_CURRENT;
     h->current[cls] = s;
+    hpm_check_internal(_hpm_check_span, s);
     return slab_pop(h, s);
 }
 
@@ -196,6 +197,7 @@ void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
 /* ---- heap lifetime ---- */
 
 static void heap_abandon(hpm_heap_t *h) {
+    hpm_check_expensive(_hpm_check_heap, h);
     _hpm_spancache_flush(h);
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
@@ -231,6 +233,8 @@ static void heap_thread_exit(void *arg) {
 
 void _hpm_heaps_init(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) abandoned[c] = NULL;
+    _hpm_lock_rank(&heaps_lock, HPM_LOCK_HEAPS);
+    _hpm_lock_rank(&abandoned_lock, HPM_LOCK_ABANDONED);
     heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
 }
 

@@ -9,7 +9,9 @@
 #endif
 #include "prim/linux.c"
 #include "message.c"
+#include "lockorder.c"
 #include "options.c"
+#include "arena.c"
 #include "meta.c"
 #include "stats.c"
 #include "sizeclass.c"
@@ -18,6 +20,7 @@
 #include "release.c"
 #include "slab.c"
 #include "spancache.c"
+#include "check.c"
 #include "heap.c"
 #include "alloc.c"
 #include "control.c"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The library's layer order, as src/internal.h writes it, is true: every
-# source file under src/ is in the list and every name in the list exists;
+# source file under src/ is in the list (and in the one-file build,
+# src/static.c) and every name in the list exists;
 # no object calls or uses a symbol defined in a layer above its own (read
 # from `nm` of make's objects in build/obj/src), apart from the start-up
-# gate (_hpm_ready, _hpm_init_slow). A self-check first makes sure the
+# gate (_hpm_ready, _hpm_init_slow) and the read-only checkers the list
+# marks "outside the order". A self-check first makes sure the
 # checker flags an upward call it is given.
 source "$(dirname "$0")/common.bash"
 require_tool nm
@@ -18,7 +20,7 @@ ALLOWED = {("ccow/ccow.o", "hpm_malloc"): "CCoW's init allocates with malloc (is
 
 text = open("src/internal.h").read()
 block = text[text.index("Layer order, top to bottom."):text.index("The one exception is the start-up gate")]
-layers = []
+layers, outside = [], set()
 for line in block.splitlines():
     m = re.match(r"\s*\*\s{3}(\S.*)$", line)
     if not m: continue
@@ -27,6 +29,7 @@ for line in block.splitlines():
         if re.fullmatch(r"[\w./-]+(\.c|\.cc|\.h|/)", tok): names.append(tok)
         else: break
     if names: layers.append(names)
+    if names and "outside the order" in m.group(1): outside.update(names)
 check(len(layers) >= 8, f"{len(layers)} layers read from src/internal.h")
 def layer_of(src):
     for i, names in enumerate(layers):
@@ -40,12 +43,17 @@ sources = [p[4:] for p in glob.glob("src/**/*.c", recursive=True) + glob.glob("s
 for s in sorted(sources):
     check(layer_of(s) is not None, f"src/{s} has a place in the layer order")
 
+included = set(re.findall(r'#include "([\w/]+\.c)"', open("src/static.c").read()))
+for s in sorted(sources):
+    if s.endswith(".c") and s != "static.c":
+        check(s in included, f"the one-file build (src/static.c) includes src/{s}")
+
 def violations(defs, uses):
     """defs: symbol -> object; uses: [(object, symbol)]; objects named as sources."""
     bad = []
     for obj, sym in uses:
         owner = defs.get(sym)
-        if owner is None or owner == obj or sym in GATE: continue
+        if owner is None or owner == obj or sym in GATE or owner in outside or obj in outside: continue
         lo, lu = layer_of(owner), layer_of(obj)
         if lo is not None and lu is not None and lo < lu: bad.append((obj, sym, owner))
     return bad
