@@ -2,7 +2,7 @@
  *
  * Small requests (<= 8 KiB) go to the calling thread's heap; medium ones
  * (up to 1 MiB) are page spans placed by the pageheap; larger ones take
- * whole hugepages. Every free is checked (DESIGN.md rule 7): the page map
+ * whole hugepages. Every free is checked (docs/allocator.md, "Checks"): the page map
  * says whether the pointer belongs to a live span, the size class says
  * whether it is a block start, and the free-block cookie catches double
  * frees. A bad pointer stops the process with one line on stderr.
@@ -14,13 +14,6 @@
 #include "internal.h"
 
 /* ---- errors ---- */
-
-void _hpm_fatal(const char *fn, const void *p, const char *what) {
-    char buf[256];
-    int n = snprintf(buf, sizeof buf, "hpmalloc: %s(%p): %s\n", fn, p, what);
-    _hpm_os->write_err(buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-    abort();
-}
 
 static void bad_pointer(const char *fn, const void *p) {
     if (_hpm_ph_owns(p))

@@ -1,7 +1,7 @@
 /* hugepage.c: the pageheap, which keeps the heap as a set of 2 MiB
  * hugepages and decides where every span goes.
  *
- * Placement (DESIGN.md rules 3-4): a span goes to the most used partial
+ * Placement (docs/allocator.md, "Placement"): a span goes to the most used partial
  * hugepage of its own set that fits (filler.c), then to a hybrid, then to
  * an empty hugepage (newest cached first, then released, then new address
  * space), and only then pollutes the other set. Large spans take whole
@@ -106,10 +106,10 @@ static int hp_back(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     void *addr = (void *)hpm_hp_addr(ph, hp);
     if (ph->page_mode == PAGES_HUGETLB && ph->os->map_hugetlb(addr, HPM_HP_BYTES, HPM_HP_BYTES) == 0) {
         hp->backing = BACK_HUGETLB;
-        _hpm_stats->hp_hugetlb++;
+        ph->hugetlb_hp++;
         return 0;
     }
-    if (ph->page_mode == PAGES_HUGETLB) _hpm_stats->hp_fallback++;
+    if (ph->page_mode == PAGES_HUGETLB) ph->fallback_total++;
     int e = ph->os->commit(addr, HPM_HP_BYTES);
     if (e) return e;
     hp_committed(ph, hp);
@@ -138,14 +138,14 @@ static int chunk_back_1g(hpm_pageheap_t *ph, size_t first_idx) {
     void *addr = (void *)index_addr(ph, first_idx);
     int back = BACK_1G;
     if (ph->os->map_hugetlb(addr, HPM_GB_BYTES, HPM_GB_BYTES) != 0) {
-        _hpm_stats->hp_fallback++;
+        ph->fallback_total++;
         int e = ph->os->commit(addr, HPM_GB_BYTES);
         if (e) return e;
         ph->os->thp_advise(addr, HPM_GB_BYTES, true);
         back = BACK_THP;
     }
     for (size_t i = 0; i < HPM_PAGES_PER_HP; i++) hp_at(ph, first_idx + i)->backing = (uint8_t)back;
-    if (back == BACK_1G) _hpm_stats->hp_hugetlb += HPM_PAGES_PER_HP;   /* counted in 2 MiB units */
+    if (back == BACK_1G) ph->hugetlb_hp += HPM_PAGES_PER_HP;   /* counted in 2 MiB units */
     return 0;
 }
 
@@ -410,7 +410,7 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
     if (!hp) hp = _hpm_filler_find(ph, other, n_pages);   /* out of memory: pollute */
     if (!hp) return NULL;
     hpm_span_t *s = span_place(ph, hp, n_pages, kind, -1);
-    _hpm_ph_publish(ph);
+    hpm_ph_changed(ph);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
@@ -522,8 +522,8 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
         hp_use_pages(ph, hp_at(ph, (size_t)first + i), 0, n, s);
         if (left <= HPM_PAGES_PER_HP) break;
     }
-    if (ph == &_hpm_ph) _hpm_stats->large_allocs++;
-    _hpm_ph_publish(ph);
+    ph->large_allocs_total++;
+    hpm_ph_changed(ph);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
@@ -567,7 +567,7 @@ void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
     if (ph->cache_count > ph->cache_keep_hp || ph->subrelease)
         _hpm_ph_release_tick(ph, now ? now : ph->os->now_ns());
     else
-        _hpm_ph_publish(ph);
+        hpm_ph_changed(ph);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
 }
 

@@ -2,7 +2,7 @@
  *
  * Initialisation is lazy (first allocation) and calls nothing that could
  * allocate before the allocator is ready; pthread_atfork, the published
- * counters and CCoW are set up just after. Fork (DESIGN.md rule 8): the
+ * counters and CCoW are set up just after. Fork (docs/allocator.md, "Threads"): the
  * prepare handler takes every allocator lock, the parent releases them,
  * and the child re-creates them and retires the heaps of threads that did
  * not survive. The background thread starts only once empty hugepages
@@ -77,9 +77,8 @@ static void init_once(void) {
     _hpm_meta_init(_hpm_os);
     if (_hpm_ph_init(&_hpm_ph, ph_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) != 0)
         _hpm_message("hpmalloc: cannot reserve address space for the heap now; requests fail until it can\n");
-    _hpm_ph.release_delay_ms = (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS);
-    _hpm_ph.cache_keep_hp = (size_t)_hpm_option(HPM_OPT_HP_CACHE);
-    _hpm_ph.subrelease = _hpm_option(HPM_OPT_SUBRELEASE) != 0;
+    hpm_options_apply(&_hpm_ph);
+    _hpm_stats_watch(&_hpm_ph);
     _hpm_heaps_init();
     init_stats();
 }

@@ -12,15 +12,27 @@
  *   pageheap  the global back end (hugepage.c): places spans into hugepages,
  *             tracks hybrids, caches and releases empty hugepages.
  *
- * Layer order (a file calls only layers below it):
- *   alloc.c override.c static.c   api
- *   heap.c                        per-thread heaps, fast paths, remote frees
- *   slab.c                        slab setup and free-list collection
- *   hugepage.c filler.c release.c the pageheap: placement, hybrids, release
- *   meta.c options.c stats.c      metadata memory, options, counters
- *   prim/                         the OS table
- *   debug.h check.c lockorder.c   the debug tier: asserts, checkers and the lock
- *                                 order (docs/allocator.md), usable from every layer
+ * Layer order, top to bottom. A file calls (and writes) only files of its
+ * own layer or below; tests/scripts/layers.sh reads this list and checks
+ * every object's undefined symbols against it, so the list must name every
+ * source file and only files that exist.
+ *   cxx/new.cc                             C++ operator new/delete, on the public API
+ *   alloc.c control.c static.c             api: malloc family; options and counters
+ *   init.c                                 start-up, fork handlers, background thread
+ *   publish.c ccow/ color/                 features beside the core (hooks.h)
+ *   stats.c                                counters, pulled from the layers below
+ *   heap.c spancache.c                     per-thread heaps, fast paths, remote frees
+ *   slab.c                                 slab setup and free-list collection
+ *   hugepage.c filler.c release.c arena.c meta.c bits.h   the pageheap, its arenas, metadata memory
+ *   options.c sizeclass.c message.c        option values, size classes, messages
+ *   lockorder.c                            the lock-order check (debug builds)
+ *   prim/                                  the OS table
+ *   check.c                                read-only invariant checkers: outside the order
+ * The one exception is the start-up gate: hpm_ensure_init() (_hpm_ready,
+ * _hpm_init_slow) may be called from any layer's entry points; the
+ * checkers read every layer and are called from any (debug tier). Upward
+ * notifications go through hooks set by the upper layer (the pageheap's
+ * on_change, set by stats.c), never through calls.
  *
  * Invariant: every address in [arena_base, arena_top) maps, through
  * page_map, to the span that owns its page, or to NULL when the page is
@@ -172,7 +184,18 @@ typedef struct hpm_pageheap_s {
     hpm_hp_t *released_head;        /* empty, not backed */
     size_t used_pages_total;        /* used pages over all active hugepages */
     hpm_meta_region_t hp_region, map_region;
+    /* counts that only the stats layer reads (it pulls them, stats.c) */
+    uint64_t hugetlb_hp;            /* hugepages backed by hugetlbfs, in 2 MiB units */
+    uint64_t fallback_total;        /* hugetlb/1g requests that fell back to THP */
+    uint64_t large_allocs_total;    /* allocations of whole hugepages */
+    /* Called under the lock after the counts change, so the published
+     * counters stay live; set by the stats layer (_hpm_stats_watch) for the
+     * process's own pageheap only. NULL: nobody watches. */
+    void (*on_change)(const struct hpm_pageheap_s *ph);
 } hpm_pageheap_t;
+
+/* The pageheap's counts changed (the caller holds ph->lock). */
+static inline void hpm_ph_changed(hpm_pageheap_t *ph) { if (ph->on_change) ph->on_change(ph); }
 
 HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
 
@@ -211,8 +234,9 @@ HPM_INTERNAL void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns);
 /* Release everything possible now. subrelease: also free pages inside
  * partial hugepages, emptiest first. Returns bytes released. */
 HPM_INTERNAL size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease);
-/* Copy the pageheap's counts into the published counters. */
-HPM_INTERNAL void _hpm_ph_publish(hpm_pageheap_t *ph);
+/* The release policy, set in one call (by options.c, at start and on
+ * hpm_option_set). Takes ph->lock. */
+HPM_INTERNAL void _hpm_ph_configure(hpm_pageheap_t *ph, size_t release_delay_ms, size_t cache_keep_hp, bool subrelease);
 
 /* filler.c: the sets of partial hugepages */
 HPM_INTERNAL void _hpm_filler_insert(hpm_pageheap_t *ph, hpm_hp_t *hp);
@@ -317,7 +341,7 @@ HPM_INTERNAL size_t _hpm_slab_shed(hpm_span_t *s);
 HPM_INTERNAL void _hpm_slab_refill(hpm_span_t *s);
 HPM_INTERNAL extern size_t _hpm_slab_held_pages;
 
-/* ---- errors (alloc.c) ---- */
+/* ---- errors (message.c) ---- */
 HPM_INTERNAL void _hpm_fatal(const char *fn, const void *p, const char *what) __attribute__((noreturn));
 
 /* ---- init (init.c) ---- */
@@ -329,11 +353,25 @@ static inline void hpm_ensure_init(void) {
 HPM_INTERNAL void _hpm_background_kick(void);
 /* Refresh the computed counters (stats.c), for the background thread. */
 HPM_INTERNAL void _hpm_stats_refresh_light(void);
+/* Makes the counters follow ph (its on_change hook) and fills them now. */
+HPM_INTERNAL void _hpm_stats_watch(hpm_pageheap_t *ph);
+/* Refresh every computed counter now (stats.c, for hpm_stats_get). */
+HPM_INTERNAL void _hpm_stats_refresh(void);
+/* Gives the pageheap its release policy from the options, in one call. */
+static inline void hpm_options_apply(hpm_pageheap_t *ph) {
+    _hpm_ph_configure(ph, (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS), (size_t)_hpm_option(HPM_OPT_HP_CACHE),
+                      _hpm_option(HPM_OPT_SUBRELEASE) != 0);
+}
 
 /* ---- options (options.c) ---- */
 HPM_INTERNAL void _hpm_options_init(void);
 HPM_INTERNAL const char *_hpm_page_mode_name(int mode);
 HPM_INTERNAL bool _hpm_parse_size(const char *s, long *out);
+/* value lies in the option's range. */
+HPM_INTERNAL bool _hpm_option_valid(hpm_option_t opt, long value);
+/* Stores a new value; EINVAL when out of range or fixed at start (pages,
+ * arena size) and different. 0 otherwise. */
+HPM_INTERNAL int _hpm_option_store(hpm_option_t opt, long value);
 
 /* ---- invariant checkers (check.c) ---- */
 #include "check.h"

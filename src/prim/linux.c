@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
@@ -98,35 +99,39 @@ static int linux_dontfork(void *addr, size_t size_bytes, bool dontfork) {
     return madvise(addr, size_bytes, dontfork ? MADV_DONTFORK : MADV_DOFORK) == 0 ? 0 : errno;
 }
 
-static int pagemap_fd = -1;
-static pid_t pagemap_pid;   /* /proc/self/pagemap was opened by this process */
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#endif
+#ifndef PR_SET_VMA_ANON_NAME
+#define PR_SET_VMA_ANON_NAME 0
+#endif
 
+static void *linux_map_shared_named(void *addr, size_t size_bytes, const char *name) {
+    int flags = MAP_SHARED | MAP_ANONYMOUS | (addr ? MAP_FIXED : 0);
+    void *p = mmap(addr, size_bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    /* EINVAL without CONFIG_ANON_VMA_NAME (or before 6.2 for shared memory):
+     * the mapping then stays "/dev/zero (deleted)", which readers accept. */
+    if (name) (void)prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p, size_bytes, (unsigned long)name);
+    return p;
+}
+
+/* Opens /proc/self/pagemap for each read and closes it again: the library
+ * keeps no descriptor, so a program that closes or reuses its descriptors
+ * (close_range after fork, dup2 onto a low number) cannot break it. */
 static int linux_pagemap(const void *addr, size_t n_pages, uint64_t *entries) {
-    int fd = __atomic_load_n(&pagemap_fd, __ATOMIC_ACQUIRE);
-    if (fd >= 0 && __atomic_load_n(&pagemap_pid, __ATOMIC_RELAXED) != getpid()) {
-        /* a forked child must read its own pagemap, not its parent's */
-        int expected = fd;
-        if (__atomic_compare_exchange_n(&pagemap_fd, &expected, -1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) close(fd);
-        fd = -1;
-    }
-    if (fd < 0) {
-        fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return errno;
-        int expected = -1;
-        __atomic_store_n(&pagemap_pid, getpid(), __ATOMIC_RELAXED);
-        if (!__atomic_compare_exchange_n(&pagemap_fd, &expected, fd, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            close(fd);
-            fd = expected;
-        }
-    }
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
     off_t off = (off_t)((uintptr_t)addr >> HPM_PAGE_SHIFT) * 8;
     size_t want = n_pages * 8, got = 0;
+    int err = 0;
     while (got < want) {
         ssize_t n = pread(fd, (char *)entries + got, want - got, off + (off_t)got);
-        if (n <= 0) return n < 0 ? errno : EIO;
+        if (n <= 0) { err = n < 0 ? errno : EIO; break; }
         got += (size_t)n;
     }
-    return 0;
+    close(fd);
+    return err;
 }
 
 static long linux_read_file(const char *path, char *buf, size_t buf_bytes) {
@@ -223,6 +228,7 @@ const hpm_os_t _hpm_os_linux = {
     .unreserve_to_reserved = linux_unreserve_to_reserved,
     .collapse = linux_collapse,
     .dontfork = linux_dontfork,
+    .map_shared_named = linux_map_shared_named,
     .pagemap = linux_pagemap,
     .read_file = linux_read_file,
     .now_ns = linux_now_ns,

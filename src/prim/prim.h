@@ -48,6 +48,13 @@ typedef struct hpm_os_s {
     int (*collapse)(void *addr, size_t size_bytes);
     /* madvise(MADV_DONTFORK / MADV_DOFORK). */
     int (*dontfork)(void *addr, size_t size_bytes, bool dontfork);
+    /* Map size_bytes of zeroed shared anonymous memory (MAP_SHARED |
+     * MAP_ANONYMOUS: no file descriptor; a forked child shares it until it
+     * maps its own over it), at addr exactly when addr is not NULL
+     * (replacing what is there), named name where the kernel names
+     * anonymous memory (PR_SET_VMA_ANON_NAME: /proc/PID/maps then shows
+     * "[anon_shmem:name]"; elsewhere "/dev/zero (deleted)"). NULL on failure. */
+    void *(*map_shared_named)(void *addr, size_t size_bytes, const char *name);
     /* Read n /proc/self/pagemap entries starting at addr. Returns 0 or errno. */
     int (*pagemap)(const void *addr, size_t n_pages, uint64_t *entries);
     /* Read a whole small file (e.g. /proc/self/smaps_rollup) into buf,
