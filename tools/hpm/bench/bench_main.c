@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "args.h"
 #include "bench_int.h"
 #include "hpm.h"
 
@@ -53,6 +54,8 @@ static void usage(FILE *f) {
         "  --selftest       check the driver's parsing and arithmetic, then exit\n"
         "  --report RUNDIR  rewrite summary.csv, plots and REPORT.md of an earlier run\n"
         "                   from its runs.csv (nothing is run; --baseline may change)\n"
+        "  --help, --version\n"
+        "  Options and suites may come in any order; -- ends the options.\n"
         "  Exit status: 0 all runs succeeded, 1 some failed (see REPORT.md), 2 usage.\n"
         "  See docs/bench.md.\n");
 }
@@ -99,46 +102,53 @@ static int want_name(opts_t *o, const char *name) {
     return hit ? 0 : -1;
 }
 
+enum { B_QUICK, B_FULL, B_TINY, B_LIST, B_SELFTEST, B_ALLOC, B_BASELINE, B_OUT, B_REPORT, B_REPS, B_N };
+static const hpm_opt_t bench_options[B_N] = {
+    [B_QUICK] = {"--quick", 0, 0}, [B_FULL] = {"--full", 0, 0},         [B_TINY] = {"--tiny", 0, 0},
+    [B_LIST] = {"--list", 0, 0},   [B_SELFTEST] = {"--selftest", 0, 0}, [B_ALLOC] = {"--alloc", 0, 1},
+    [B_BASELINE] = {"--baseline", 0, 1}, [B_OUT] = {"--out", 0, 1},     [B_REPORT] = {"--report", 0, 1},
+    [B_REPS] = {"--reps", 0, 1},
+};
+
+static int bench_option(void *ctx, int id, const char *val) {
+    opts_t *o = ctx;
+    double v;
+    switch (id) {
+    case B_QUICK: o->scale = HPM_SCALE_QUICK; return 0;
+    case B_FULL: o->scale = HPM_SCALE_FULL; return 0;
+    case B_TINY: o->scale = HPM_SCALE_TINY; return 0;
+    case B_LIST: o->list = 1; return 0;
+    case B_SELFTEST: o->selftest = 1; return 0;
+    case B_ALLOC: o->alloc_list = val; return 0;
+    case B_BASELINE: o->baseline = val; o->baseline_given = 1; return 0;
+    case B_OUT: o->out_root = val; return 0;
+    case B_REPORT: o->report_dir = val; return 0;
+    case B_REPS: if (hpm_parse_num(val, 1, 50, &v) || v != (int)v) return -1; o->reps = (int)v; return 0;
+    }
+    return -1;
+}
+
+/* -1 to go on, or the exit status (0 after --help/--version, 2 usage). */
 static int parse_opts(int argc, char **argv, opts_t *o) {
     memset(o, 0, sizeof *o);
     o->scale = HPM_SCALE_QUICK;
     o->baseline = "jemalloc";
     o->out_root = "results";
-    int named = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_val = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
-        else if (!strcmp(a, "--quick")) o->scale = HPM_SCALE_QUICK;
-        else if (!strcmp(a, "--full")) o->scale = HPM_SCALE_FULL;
-        else if (!strcmp(a, "--tiny")) o->scale = HPM_SCALE_TINY;
-        else if (!strcmp(a, "--list")) o->list = 1;
-        else if (!strcmp(a, "--selftest")) o->selftest = 1;
-        else if (!strcmp(a, "--alloc") && has_val) o->alloc_list = argv[++i];
-        else if (!strcmp(a, "--baseline") && has_val) { o->baseline = argv[++i]; o->baseline_given = 1; }
-        else if (!strcmp(a, "--out") && has_val) o->out_root = argv[++i];
-        else if (!strcmp(a, "--report") && has_val) o->report_dir = argv[++i];
-        else if (!strcmp(a, "--reps") && has_val) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 50) { fprintf(stderr, "hpm bench: --reps needs a number in 1..50\n"); return -1; }
-            o->reps = (int)v;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "hpm bench: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return -1;
-        } else {
-            if (want_name(o, a) != 0) {
-                fprintf(stderr, "hpm bench: unknown suite or case '%s' (see hpm bench --list)\n", a);
-                return -1;
-            }
-            named = 1;
+    hpm_operands_t ops;
+    int st = hpm_args_parse("hpm bench", argc, argv, bench_options, B_N, bench_option, o, usage, 0, &ops);
+    if (st >= 0) return st;
+    int named = ops.n > 0;
+    for (int i = 0; i < ops.n; i++)
+        if (want_name(o, ops.operands[i]) != 0) {
+            st = hpm_usage_error("hpm bench", usage, "unknown suite or case '%s' (see hpm bench --list)", ops.operands[i]);
+            hpm_args_free(&ops);
+            return st;
         }
-    }
+    hpm_args_free(&ops);
     if (!named)
         for (size_t s = 0; s < sizeof default_suites / sizeof default_suites[0]; s++) want_name(o, default_suites[s]);
     if (!o->reps) o->reps = o->scale == HPM_SCALE_FULL ? 7 : o->scale == HPM_SCALE_QUICK ? 3 : 1;
-    return 0;
+    return -1;
 }
 
 /* Chooses the allocators: sel[] gets the available ones selected. */
@@ -342,7 +352,8 @@ static int report_again(const opts_t *o, hpm_bench_state_t *st, const hpm_bench_
 
 int hpm_cmd_bench(int argc, char **argv) {
     opts_t o;
-    if (parse_opts(argc, argv, &o) != 0) return 2;
+    int parsed = parse_opts(argc, argv, &o);
+    if (parsed >= 0) return parsed;
     if (o.selftest) return hpm_bench_selftest();
 
     static hpm_bench_state_t st;

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "bench_int.h"
+#include "hpm_proc.h"
 
 #define SAMPLE_MS 50
 
@@ -165,16 +166,12 @@ void hpm_bench_perf_probe(hpm_bench_state_t *st) {
 /* ---- smaps_rollup sampling ---- */
 
 static void sample_smaps(pid_t pid, hpm_bench_run_t *r) {
-    char path[64], line[256];
+    char path[64];
+    static const char *const names[] = {"Anonymous", "AnonHugePages"};
+    long kib[2];
     snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return;
-    long anon = -1, huge = -1;
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "Anonymous:", 10)) anon = strtol(line + 10, NULL, 10);
-        else if (!strncmp(line, "AnonHugePages:", 14)) huge = strtol(line + 14, NULL, 10);
-    }
-    fclose(f);
+    hpm_proc_fields_kb(path, names, kib, 2);
+    long anon = kib[0], huge = kib[1];
     if (anon <= 0 || huge < 0) return;
     if (anon > r->anon_peak_kib) r->anon_peak_kib = anon;
     if (huge > r->thp_peak_kib) r->thp_peak_kib = huge;

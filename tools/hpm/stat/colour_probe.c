@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include "hpm_proc.h"
 #include "stat.h"
 
 #ifndef MADV_COLLAPSE
@@ -279,9 +280,8 @@ static void cp_test_frames(cp_test_t *t, const cp_cache_t *c, uint64_t *rng) {
     madvise(pool, n_pages * 4096, MADV_NOHUGEPAGE);
     for (size_t i = 0; i < n_pages; i++) pool[i * 4096] = 1;
     uint64_t *pfn = calloc(n_pages, sizeof *pfn);
-    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    int ok = pfn && fd >= 0 &&
-             pread(fd, pfn, n_pages * 8, (off_t)((uintptr_t)pool / 4096 * 8)) == (ssize_t)(n_pages * 8);
+    int fd = hpm_proc_pagemap_open(0);
+    int ok = pfn && fd >= 0 && hpm_proc_pagemap_read(fd, (uintptr_t)pool, n_pages, pfn) == 0;
     if (fd >= 0) close(fd);
     long same[256], diff[256];
     int n_same = 0, n_diff = 0, per_colour[64] = {0};

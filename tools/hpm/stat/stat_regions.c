@@ -19,6 +19,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "hpm_proc.h"
 #include "stat.h"
 
 #define PM_PRESENT (1ull << 63)
@@ -207,9 +208,9 @@ static uint64_t rg_zero_pfn(void) {
     if (p == MAP_FAILED) return 0;
     (void)p[0];
     uint64_t e = 0;
-    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    int fd = hpm_proc_pagemap_open(0);
     if (fd >= 0) {
-        if (pread(fd, &e, 8, (off_t)((uintptr_t)p / STAT_PAGE_BYTES * 8)) != 8) e = 0;
+        if (hpm_proc_pagemap_read(fd, (uintptr_t)p, 1, &e) != 0) e = 0;
         close(fd);
     }
     munmap((void *)p, STAT_PAGE_BYTES);
@@ -288,11 +289,9 @@ static int rg_mapping(rg_ctx_t *c, stat_report_t *r, int mi, const stat_opts_t *
 }
 
 int stat_scan_regions(stat_report_t *r, const stat_opts_t *o) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/pagemap", r->pid);
-    rg_ctx_t c = {.pm_fd = open(path, O_RDONLY | O_CLOEXEC), .kpf_fd = -1, .scan_ok = 1,
+    rg_ctx_t c = {.pm_fd = hpm_proc_pagemap_open(r->pid), .kpf_fd = -1, .scan_ok = 1,
                   .rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)r->pid};
-    if (c.pm_fd < 0) return -errno;
+    if (c.pm_fd < 0) return c.pm_fd;
     memset(&r->rsum, 0, sizeof r->rsum);
     if (r->is_root) {
         c.kpf_fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
