@@ -10,14 +10,14 @@
  * seen at the next reservation and when the heap grows (hugepage.c).
  *
  * The page map is kept by address, not by arena: _hpm_l1 has one slot per
- * GiB of the 47-bit address space, each NULL or a chunk of 262144 span
+ * GiB of the 48-bit address space, each NULL or a chunk of 262144 span
  * pointers, so that a lookup costs two loads however many arenas there
  * are. A chunk is committed whole before it is published and never moves
  * or goes away, so free() may read it without a lock, and a wild pointer
  * in a published GiB reads NULL. Each arena reserves the chunks of the
  * GiBs it spans, in address order, so the first arena's map is one array.
  *
- * Invariants: arenas do not overlap, lie below 2^47, and are 2 MiB aligned
+ * Invariants: arenas do not overlap, lie below 2^48, and are 2 MiB aligned
  * (1 GiB aligned and sized in 1g mode, or when no limit is near); hugepage
  * indices run on from one arena to the next. Runs with ph->lock held,
  * except during init. */
@@ -68,9 +68,13 @@ int _hpm_arena_add(hpm_pageheap_t *ph, size_t need_hp, size_t align_hp) {
     size_t got = 0;
     char *base = _hpm_reserve_sized(ph->os, want_bytes, need_hp << HPM_HP_SHIFT, align, &got);
     if (!base) return ENOMEM;
-    if (whole_gib) got &= ~(HPM_GB_BYTES - 1);   /* so that no GiB is shared with anything else */
+    if (whole_gib && (got & (HPM_GB_BYTES - 1))) {   /* so that no GiB is shared with anything else */
+        size_t keep = got & ~(HPM_GB_BYTES - 1);
+        ph->os->unreserve(base + keep, got - keep);
+        got = keep;
+    }
     if (got < (need_hp << HPM_HP_SHIFT) || ((uintptr_t)base + got) >> HPM_ADDR_BITS) {
-        ph->os->unreserve(base, got);
+        if (got) ph->os->unreserve(base, got);
         return ENOMEM;
     }
     hpm_arena_t *a = &ph->arenas[ph->n_arenas];

@@ -341,6 +341,23 @@ void _hpm_heap_fork_parent(void) {
     pthread_mutex_unlock(&heaps_lock);
 }
 
+/* A thread that did not survive the fork may have stopped inside a fast
+ * path, between popping or pushing a block and counting it in used: count
+ * the slabs of its heap again from their free lists (which each push and
+ * pop change with one store). */
+static void heap_recount_dead(hpm_heap_t *h) {
+    for (unsigned c = 0; c < HPM_CLASSES; c++) {
+        hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
+        for (int l = 0; l < 3; l++) {
+            for (hpm_span_t *s = lists[l]; s; s = l == 0 ? NULL : s->next) {
+                uint32_t n_free = 0;
+                for (void **b = s->free; b && n_free <= s->capacity; b = b[0]) n_free++;
+                if (n_free + s->held_blocks <= s->capacity) s->used = s->capacity - n_free - s->held_blocks;
+            }
+        }
+    }
+}
+
 /* In the child only this thread survives: abandon every other thread's
  * heap so its slabs can be adopted, and retire those heaps. */
 void _hpm_heap_fork_child(void) {
@@ -348,6 +365,7 @@ void _hpm_heap_fork_child(void) {
     pthread_mutex_init(&heaps_lock, NULL);
     for (hpm_heap_t *h = heaps_all; h; h = h->next_all) {
         if (h == _hpm_tls_heap || !h->active) continue;
+        heap_recount_dead(h);
         heap_abandon(h);
         h->next_free = heaps_free;
         heaps_free = h;

@@ -33,29 +33,37 @@ static size_t index_cap_hp(const hpm_os_t *os, size_t first_bytes) {
     return cap >> HPM_HP_SHIFT;
 }
 
+/* The descriptor region and the first arena, if not there yet (init, or
+ * a later request when they could not be reserved at init). */
+static int ph_reserve(hpm_pageheap_t *ph) {
+    if (!ph->hps) {
+        size_t hp_bytes = ph->index_cap_hp * sizeof(hpm_hp_t), got = 0;
+        /* the descriptors of the whole cap, or as many as the room allows */
+        void *hps = _hpm_reserve_sized(ph->os, (hp_bytes + HPM_HP_BYTES - 1) & ~(HPM_HP_BYTES - 1), HPM_HP_BYTES,
+                                       HPM_HP_BYTES, &got);
+        if (!hps) return ENOMEM;
+        ph->hp_region = (hpm_meta_region_t){.base = (uintptr_t)hps, .limit = got};
+        ph->index_cap_hp = got / sizeof(hpm_hp_t);
+        if (ph->first_arena_hp > ph->index_cap_hp) ph->first_arena_hp = ph->index_cap_hp;
+        __atomic_store_n(&ph->hps, (hpm_hp_t *)hps, __ATOMIC_RELEASE);
+    }
+    if (ph->n_arenas == 0 && _hpm_arena_add(ph, 1, ph->page_mode == PAGES_1G ? HPM_PAGES_PER_HP : 1)) return ENOMEM;
+    return 0;
+}
+
 int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, int page_mode) {
     memset(ph, 0, sizeof *ph);
     pthread_mutex_init(&ph->lock, NULL);
     ph->os = os;
     ph->page_mode = page_mode;
+    ph->release_delay_ms = 1000;
+    ph->cache_keep_hp = 2;
     size_t align = page_mode == PAGES_1G ? HPM_GB_BYTES : HPM_HP_BYTES;
     reserve_bytes &= ~(align - 1);
     if (reserve_bytes < align) reserve_bytes = align;
     ph->first_arena_hp = reserve_bytes >> HPM_HP_SHIFT;
     ph->index_cap_hp = index_cap_hp(os, reserve_bytes);
-    size_t hp_bytes = ph->index_cap_hp * sizeof(hpm_hp_t), got = 0;
-    /* the descriptors of the whole cap, or as many as the room allows */
-    void *hps = _hpm_reserve_sized(os, (hp_bytes + HPM_HP_BYTES - 1) & ~(HPM_HP_BYTES - 1), HPM_HP_BYTES, HPM_HP_BYTES, &got);
-    if (!hps) return ENOMEM;
-    ph->hp_region = (hpm_meta_region_t){.base = (uintptr_t)hps, .limit = got};
-    ph->index_cap_hp = got / sizeof(hpm_hp_t);
-    ph->hps = (hpm_hp_t *)ph->hp_region.base;
-    if (ph->first_arena_hp > ph->index_cap_hp) ph->first_arena_hp = ph->index_cap_hp;
-    if (_hpm_arena_add(ph, 1, page_mode == PAGES_1G ? HPM_PAGES_PER_HP : 1)) return ENOMEM;
-    for (int s = 0; s < SET_COUNT; s++) memset(&ph->sets[s], 0, sizeof ph->sets[s]);
-    ph->release_delay_ms = 1000;
-    ph->cache_keep_hp = 2;
-    return 0;
+    return ph_reserve(ph);   /* on failure the pageheap works, empty, and tries again when asked */
 }
 
 static uintptr_t index_addr(hpm_pageheap_t *ph, size_t idx) {
@@ -206,6 +214,7 @@ static int arena_grow(hpm_pageheap_t *ph, size_t n_hp, bool new_space) {
  * a new arena (then returns its first index, aligned to align_hp): the
  * unused end of the old one becomes released hugepages first. -1 if none. */
 static long arena_room(hpm_pageheap_t *ph, size_t start, size_t n_hp, size_t align_hp) {
+    if (ph_reserve(ph)) return -1;
     if (start + n_hp <= ph->reserved_hp) return (long)start;
     size_t old_top = ph->top_hp, old_reserved = ph->reserved_hp;
     if (old_reserved > old_top) {
@@ -402,7 +411,7 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
     if (!hp) return NULL;
     hpm_span_t *s = span_place(ph, hp, n_pages, kind, -1);
     hpm_ph_changed(ph);
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
 
@@ -419,6 +428,7 @@ static long find_empty_run(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
         if (++run == n_hp) return (long)(i + 1 - n_hp);
     }
     /* extend the last arena: from an aligned index past its last active hugepage */
+    if (ph_reserve(ph)) return -1;
     hpm_arena_t *last = &ph->arenas[ph->n_arenas - 1];
     size_t start = ph->top_hp;
     while (start > last->first_hp && hp_at(ph, start - 1)->state != HP_ACTIVE) start--;
@@ -514,7 +524,7 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
     }
     ph->large_allocs_total++;
     hpm_ph_changed(ph);
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
 
@@ -534,7 +544,7 @@ hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t ali
     if (tail) hp_free_pages(ph, hp, first + head + (unsigned)n_pages, tail, false, &now);
     s->start = aligned;
     s->n_pages = (uint32_t)n_pages;
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
 
@@ -558,7 +568,7 @@ void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
         _hpm_ph_release_tick(ph, now ? now : ph->os->now_ns());
     else
         hpm_ph_changed(ph);
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
 }
 
 size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max) {

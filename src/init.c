@@ -72,13 +72,13 @@ static void init_once(void) {
     /* CCoW wraps the pageheap's releases so that none lands on a region
      * it is copying (src/ccow/ccow_copy.c) */
     const hpm_os_t *ph_os = _hpm_ccow_os_guard ? _hpm_ccow_os_guard(_hpm_os) : _hpm_os;
-    if (_hpm_meta_init(_hpm_os) == 0 &&
-        _hpm_ph_init(&_hpm_ph, ph_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) == 0) {
-        hpm_options_apply(&_hpm_ph);
-        _hpm_stats_watch(&_hpm_ph);
-    } else {
-        _hpm_message("hpmalloc: cannot reserve address space for the heap; every allocation will fail\n");
-    }
+    /* A reservation that fails here is tried again by the next request
+     * that needs it; until then requests fail with ENOMEM. */
+    _hpm_meta_init(_hpm_os);
+    if (_hpm_ph_init(&_hpm_ph, ph_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) != 0)
+        _hpm_message("hpmalloc: cannot reserve address space for the heap now; requests fail until it can\n");
+    hpm_options_apply(&_hpm_ph);
+    _hpm_stats_watch(&_hpm_ph);
     _hpm_heaps_init();
     init_stats();
 }

@@ -203,7 +203,7 @@ HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
  * map chunk of that GiB, one span pointer per 4 KiB page, written once
  * (committed whole before it is published) and never moved. Lookups are
  * two loads whatever the number of arenas; free() reads it without locks. */
-#define HPM_ADDR_BITS 47
+#define HPM_ADDR_BITS 48   /* user addresses on x86-64 (47) and arm64 (48) */
 #define HPM_L1_SHIFT 30
 #define HPM_L1_ENTRIES ((size_t)1 << (HPM_ADDR_BITS - HPM_L1_SHIFT))
 #define HPM_CHUNK_PAGES ((size_t)1 << (HPM_L1_SHIFT - HPM_PAGE_SHIFT))

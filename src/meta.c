@@ -67,7 +67,7 @@ static int misc_region_new(size_t min_bytes) {
 int _hpm_meta_init(const hpm_os_t *os) {
     meta_os = os;
     _hpm_lock_rank(&meta_lock, HPM_LOCK_META);
-    return misc_region_new(META_MISC_MIN_BYTES);
+    return misc_region_new(META_MISC_MIN_BYTES);   /* on failure, the first allocation tries again */
 }
 
 void *_hpm_meta_alloc(size_t size_bytes) {

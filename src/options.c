@@ -21,6 +21,7 @@ typedef struct {
 #define CCOW_OFF (-1)
 #define CCOW_ALL 101
 #define CCOW_ADAPTIVE 102
+#define CCOW_HISTORY 103
 
 static opt_entry_t opts[HPM_OPT_COUNT] = {
     [HPM_OPT_PAGES] = {"HPM_PAGES", KIND_PAGES, PAGES_THP, 0, 3},
@@ -29,7 +30,7 @@ static opt_entry_t opts[HPM_OPT_COUNT] = {
     [HPM_OPT_HP_CACHE] = {"HPM_HP_CACHE", KIND_NUM, 2, 0, 1 << 20},
     [HPM_OPT_STATS] = {"HPM_STATS", KIND_BOOL, 0, 0, 1},
     [HPM_OPT_CHECK] = {"HPM_CHECK", KIND_BOOL, 1, 0, 1},
-    [HPM_OPT_CCOW] = {"HPM_CCOW", KIND_CCOW, CCOW_OFF, CCOW_OFF, CCOW_ADAPTIVE},
+    [HPM_OPT_CCOW] = {"HPM_CCOW", KIND_CCOW, CCOW_OFF, CCOW_OFF, CCOW_HISTORY},
     [HPM_OPT_CCOW_RATE] = {"HPM_CCOW_RATE", KIND_NUM, 0, 0, 1 << 20},
     [HPM_OPT_COLORS] = {"HPM_COLORS", KIND_NUM, 0, 0, 0x7fffffffffffffffL},
     [HPM_OPT_COLOR_COUNT] = {"HPM_COLOR_COUNT", KIND_NUM, 16, 1, 64},
@@ -70,6 +71,7 @@ static bool parse_value(opt_kind_t kind, const char *s, long *out) {
         if (!strcasecmp(s, "off") || !strcmp(s, "0")) { *out = CCOW_OFF; return true; }
         if (!strcasecmp(s, "all")) { *out = CCOW_ALL; return true; }
         if (!strcasecmp(s, "adaptive")) { *out = CCOW_ADAPTIVE; return true; }
+        if (!strcasecmp(s, "history")) { *out = CCOW_HISTORY; return true; }
         if (_hpm_parse_size(s, out) && *out >= 1 && *out <= 100) return true;
         return false;
     default:

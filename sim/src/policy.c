@@ -11,7 +11,8 @@
  *
  * Illuminator, the patch (apanwariisc/Illuminator, mm/page_alloc.c):
  * own type; a whole free pageblock of the other class (the "steal full
- * before mixed" order, issue 10); the MIXED lists (__rmqueue); kernel
+ * before mixed" order, issue 10; with cfg.mixed_before_full this step is
+ * skipped, as in the stored commits); the MIXED lists (__rmqueue); kernel
  * requests then the other kernel type and the MOVABLE block whose pageblock
  * has the most free pages among the first few list entries per order
  * (__rmqueue_fallback_OPBS); movable requests the first block at the
@@ -172,10 +173,8 @@ static uint32_t illum_kernel_fallback(sim_t *s, unsigned order, unsigned type) {
         if (s->cfg.policy == SIM_ILLUMINATOR_PAPER) illum_label_by_contents(s, pfn, type);
         return pfn;
     }
-    /* paper: a clean free block only when no hybrid one can serve; the
-     * patch with mixed_before_full finds whole free blocks by OPBS below
-     * (they have the most free pages) */
-    if (s->cfg.policy == SIM_ILLUMINATOR_PAPER && (pfn = illum_take_full(s, order, type)) != NIL) return pfn;
+    /* OPBS takes a whole free pageblock when there is one (it has the most
+     * free pages, and the order-9/10 lists are searched first) */
     unsigned found = 0;
     pfn = opbs_pick(s, order, &found);
     return pfn == NIL ? NIL : illum_steal_take(s, pfn, found, order, type, true);

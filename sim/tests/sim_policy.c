@@ -176,6 +176,38 @@ static void rule2_movable_steal(void) {
     done(&m);
 }
 
+/* Frees every other page of the first 2*n of block's pages (n isolated order-0 free pages). */
+static void free_every_other(mem_t *m, uint32_t block, uint32_t n) {
+    for (uint32_t i = 0; i < m->n; i++) {
+        uint32_t pfn = sim_handle_pfn(m->s, m->h[i]);
+        if (m->h[i] == SIM_NO_HANDLE || pfn / SIM_PAGEBLOCK_PAGES != block) continue;
+        uint32_t off = pfn % SIM_PAGEBLOCK_PAGES;
+        if (off < 2 * n && off % 2 == 0) { sim_free(m->s, m->h[i]); m->h[i] = SIM_NO_HANDLE; }
+    }
+}
+
+/* Rule I2: a kernel request takes the MOVABLE free page whose pageblock has
+ * the most free pages, among the first 65 entries of the list (an order-0
+ * request); Linux takes the list's first entry. */
+static void rule2_opbs(enum sim_policy p) {
+    mem_t m = fill(8, p, 0, 100);
+    free_every_other(&m, 2, 10);   /* 10 free pages in block 2, deeper in the list */
+    free_in_block(&m, 1, 1);       /* then 1 in block 1, at the list head */
+    sim_handle_t u = sim_alloc(m.s, 0, SIM_UNMOVABLE);
+    uint32_t want = p == SIM_LINUX ? 1 : 2;
+    CHECK(u != SIM_NO_HANDLE && block_of(&m, u) == want, "%s: the kernel page goes to block %u (%u)", sim_policy_name(p),
+          want, block_of(&m, u));
+    done(&m);
+    if (p == SIM_LINUX) return;
+    m = fill(8, p, 0, 100);
+    free_every_other(&m, 2, 200);  /* 200 free pages in block 2, beyond the window */
+    free_every_other(&m, 1, 70);   /* 70 in block 1, the first 70 entries */
+    u = sim_alloc(m.s, 0, SIM_UNMOVABLE);
+    CHECK(u != SIM_NO_HANDLE && block_of(&m, u) == 1, "%s: the search sees 65 entries: block 1 (%u)", sim_policy_name(p),
+          block_of(&m, u));
+    done(&m);
+}
+
 /* Rule 3: the patch relabels a MIXED block MOVABLE only when it is whole
  * and free; the paper variant as soon as its last kernel page goes. */
 static void rule3_mixed_returns(enum sim_policy p) {
@@ -345,6 +377,7 @@ int main(void) {
     linux_steal_relabels();
     for (int p = 0; p < SIM_NR_POLICIES; p++) {
         rule1_order((enum sim_policy)p);
+        rule2_opbs((enum sim_policy)p);
         counting((enum sim_policy)p);
         rule4_free_target((enum sim_policy)p);
         rule4_sync((enum sim_policy)p);

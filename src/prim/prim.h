@@ -7,7 +7,8 @@
  * Conventions: functions return 0 on success or an errno value on failure
  * (never -1), unless they return a pointer (NULL on failure) or a count.
  * Addresses and sizes given to them are 4 KiB aligned; "hp" functions take
- * 2 MiB-aligned addresses and sizes. None of them calls malloc. */
+ * 2 MiB-aligned addresses and sizes. None of them calls malloc.
+ * CCoW's extra calls go through src/ccow/ccow_os.h's table; nothing in src/ccow calls the kernel directly. */
 #ifndef HPM_PRIM_H
 #define HPM_PRIM_H
 #include <stddef.h>
