@@ -43,7 +43,9 @@ sources = [p[4:] for p in glob.glob("src/**/*.c", recursive=True) + glob.glob("s
 for s in sorted(sources):
     check(layer_of(s) is not None, f"src/{s} has a place in the layer order")
 
-included = set(re.findall(r'#include "([\w/]+\.c)"', open("src/static.c").read()))
+inc_list = re.findall(r'#include "([\w/]+\.c)"', open("src/static.c").read())
+included = set(inc_list)
+check(len(inc_list) == len(included), "the one-file build includes each source once")
 for s in sorted(sources):
     if s.endswith(".c") and s != "static.c":
         check(s in included, f"the one-file build (src/static.c) includes src/{s}")
