@@ -20,13 +20,13 @@ VERSION   := $(shell sed -n 's/^\#define HPM_VERSION "\(.*\)"/\1/p' include/hpma
 SOVER     := 0
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 # C++ operator new/delete (src/cxx/*.cc) are built only when a C++ compiler
-# exists; the library then links libstdc++ (as Debian's libjemalloc2 does).
+# exists; they refer to the C++ runtime weakly, so the library does not
+# depend on libstdc++ (docs/install.md).
 CXX       ?= c++
 HAVE_CXX  := $(shell command -v $(CXX) >/dev/null 2>&1 && echo yes)
 LIB_LD    := $(CC)
 ifeq ($(HAVE_CXX),yes)
 LIB_OBJ   += $(patsubst %.cc,$(B)/obj/%.o,$(wildcard src/cxx/*.cc))
-LIB_LD    := $(CXX)
 endif
 SIM_SRC   := $(wildcard sim/src/*.c)
 SIM_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(SIM_SRC))

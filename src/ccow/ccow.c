@@ -425,7 +425,7 @@ void _hpm_ccow_set_mech(ccow_mech_t m) {
 __attribute__((visibility("default"))) int hpm_ccow_config(const char *mode, long rate_mib_s) {
     long opt;
     if (!_hpm_ccow_parse_mode(mode, &opt) || rate_mib_s < 0) { errno = EINVAL; return -1; }
-    _hpm_init_slow();   /* runs the core's init (and so ours) without allocating */
+    _hpm_init_slow();   /* the start-up gate: runs the core's init (and so ours) without allocating */
     _hpm_ccow_init();
     mode_store(opt, rate_mib_s);
     return 0;

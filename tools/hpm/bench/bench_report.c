@@ -183,6 +183,8 @@ static double load_stats(const hpm_bench_state_t *st, double *min, double *max) 
     return med;
 }
 
+static void alloc_table(FILE *f, const hpm_bench_ctx_t *ctx);
+
 static void machine_section(FILE *f, const hpm_bench_ctx_t *ctx) {
     const hpm_bench_state_t *st = ctx->priv;
     char cpu[256], thp[128], defrag[128], nr_hp[64], hp_size[64], load[128], mem[64], probe[1400];
@@ -211,6 +213,12 @@ static void machine_section(FILE *f, const hpm_bench_ctx_t *ctx) {
                                                                "differences as noise)" : "");
     fprintf(f, "- Hardware counters: %s\n", st->perf_note);
     fprintf(f, "- Colour / TLB probe (`hpm stat --colours`): %s\n\n", probe);
+    alloc_table(f, ctx);
+}
+
+/* One row per allocator known: measured, baseline, not selected or skipped. */
+static void alloc_table(FILE *f, const hpm_bench_ctx_t *ctx) {
+    const hpm_bench_state_t *st = ctx->priv;
     fprintf(f, "| allocator | status | library (LD_PRELOAD) | setting | version |\n|---|---|---|---|---|\n");
     for (int i = 0; i < st->n_all_allocs; i++) {
         const hpm_bench_alloc_t *a = &st->all_allocs[i];

@@ -193,16 +193,9 @@ static void json_alloc(FILE *f, const stat_report_t *r) {
     fputc('}', f);
 }
 
-void stat_print_json(FILE *f, const stat_report_t *r, const stat_opts_t *o) {
+/* "regions":{...},"hot":{...} (null when not measured) */
+static void json_regions_hot(FILE *f, const stat_report_t *r) {
     const stat_region_sum_t *s = &r->rsum;
-    fprintf(f, "{\"pid\":%d,\"comm\":", r->pid);
-    json_str(f, r->comm);
-    fprintf(f, ",\"root\":%s,\"pagemap_scan\":%s,\"kpageflags\":%s,", r->is_root ? "true" : "false",
-            r->pagemap_scan ? "true" : "false", r->kpageflags ? "true" : "false");
-    fprintf(f, "\"coverage\":{\"anon_bytes\":%llu,\"thp_bytes\":%llu,\"pct\":%.3f,\"rollup_anon_bytes\":%llu,"
-               "\"rollup_thp_bytes\":%llu,\"rollup_pct\":%.3f},",
-            (unsigned long long)r->anon_bytes, (unsigned long long)r->thp_bytes, pct(r->thp_bytes, r->anon_bytes),
-            (unsigned long long)r->rollup_anon, (unsigned long long)r->rollup_thp, pct(r->rollup_thp, r->rollup_anon));
     fprintf(f, "\"regions\":{\"total\":%u,\"scanned\":%u,\"sample_pct\":%.3g,\"states\":", s->regions,
             s->regions_scanned, r->sample_pct);
     json_states(f, s->state_count);
@@ -219,6 +212,18 @@ void stat_print_json(FILE *f, const stat_report_t *r, const stat_opts_t *o) {
     } else {
         fprintf(f, "null");
     }
+}
+
+void stat_print_json(FILE *f, const stat_report_t *r, const stat_opts_t *o) {
+    fprintf(f, "{\"pid\":%d,\"comm\":", r->pid);
+    json_str(f, r->comm);
+    fprintf(f, ",\"root\":%s,\"pagemap_scan\":%s,\"kpageflags\":%s,", r->is_root ? "true" : "false",
+            r->pagemap_scan ? "true" : "false", r->kpageflags ? "true" : "false");
+    fprintf(f, "\"coverage\":{\"anon_bytes\":%llu,\"thp_bytes\":%llu,\"pct\":%.3f,\"rollup_anon_bytes\":%llu,"
+               "\"rollup_thp_bytes\":%llu,\"rollup_pct\":%.3f},",
+            (unsigned long long)r->anon_bytes, (unsigned long long)r->thp_bytes, pct(r->thp_bytes, r->anon_bytes),
+            (unsigned long long)r->rollup_anon, (unsigned long long)r->rollup_thp, pct(r->rollup_thp, r->rollup_anon));
+    json_regions_hot(f, r);
     fprintf(f, ",\"hpmalloc\":");
     if (r->has_alloc) json_alloc(f, r); else fprintf(f, "null");
     fprintf(f, ",\"missing\":[");
