@@ -103,8 +103,8 @@ static void *alloc_aligned(size_t alignment, size_t size) {
 static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     if (s->list == LIST_CACHED) _hpm_fatal(fn, p, "double free (allocation is already free)");
-    h->used_bytes -= (int64_t)s->n_pages << HPM_PAGE_SHIFT;
-    if (_hpm_spancache_put(h, s)) return;
+    if (h) h->used_bytes -= (int64_t)s->n_pages << HPM_PAGE_SHIFT;
+    if (h && _hpm_spancache_put(h, s)) return;
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, s);
     size_t cached = _hpm_ph.cache_count;
@@ -123,8 +123,8 @@ static inline void free_checked(void *p, const char *fn) {
     void **b = p;
     if (unlikely((uint64_t)b[1] == hpm_cookie(b))) _hpm_fatal(fn, p, "double free (block is already free)");
     b[1] = (void *)hpm_cookie(b);
-    h->used_bytes -= s->block_bytes;
-    if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
+    if (likely(h != NULL)) h->used_bytes -= s->block_bytes;   /* NULL: no heap could be made (metadata ran out) */
+    if (likely(h != NULL && atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
         b[0] = s->free;
         s->free = b;
         s->used--;
@@ -135,7 +135,7 @@ static inline void free_checked(void *p, const char *fn) {
     void *head = atomic_load_explicit(&s->xfree, memory_order_relaxed);
     do { b[0] = head; } while (!atomic_compare_exchange_weak(&s->xfree, &head, b));
     hpm_heap_t *owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
-    if (owner == NULL) { _hpm_heap_adopt_on_free(h, s); return; }
+    if (owner == NULL) { if (h) _hpm_heap_adopt_on_free(h, s); return; }
     if (atomic_load(&s->parked_full) && atomic_exchange(&s->parked_full, 0)) {
         owner = atomic_load(&s->owner);
         if (owner) atomic_fetch_add(&owner->delayed, 1);
@@ -180,11 +180,17 @@ HPM_API bool hpm_range(const void *p, void **base, size_t *size) {
     return true;
 }
 
+/* Like free, an invalid pointer stops the process (every peer crashes or
+ * aborts on one; returning 0 would hide the bug). */
 HPM_API size_t hpm_usable_size(const void *p) {
     size_t size = 0;
     void *base;
-    if (p && hpm_range(p, &base, &size) && base == p) return size;
-    return 0;
+    if (!p) return 0;
+    if (likely(hpm_range(p, &base, &size) && base == p)) return size;
+    const char *fn = "malloc_usable_size";
+    if (!hpm_span_of(p)) bad_pointer(fn, p);
+    if (hpm_range(p, &base, &size)) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
+    _hpm_fatal(fn, p, "pointer is not a live allocation (double free or dangling pointer)");
 }
 
 HPM_API void *hpm_realloc(void *p, size_t size) {

@@ -54,6 +54,11 @@ uint32_t _hpm_slab_collect(hpm_span_t *s) {
 
 size_t _hpm_slab_held_pages;
 
+/* Shedding tracks pages in a 32-bit mask, so slabs of up to 32 pages, and
+ * free blocks in a bitmap sized for such a slab of the smallest class. */
+#define SHED_MAX_PAGES 32u
+#define SHED_MAX_BLOCKS (SHED_MAX_PAGES * HPM_PAGE_BYTES / HPM_MIN_ALIGN)
+
 static inline uint32_t block_index(const hpm_span_t *s, const void *b) {
     return (uint32_t)((((uintptr_t)b - s->start) * s->recip) >> 32);
 }
@@ -66,8 +71,8 @@ static inline uint32_t block_pages(const hpm_span_t *s, uint32_t i) {
 }
 
 size_t _hpm_slab_shed(hpm_span_t *s) {
-    if (s->n_pages < 2 || s->n_pages > 32 || s->used == s->capacity) return 0;
-    uint64_t is_free[4096 / 64] = {0};
+    if (s->n_pages < 2 || s->n_pages > SHED_MAX_PAGES || s->used == s->capacity) return 0;
+    uint64_t is_free[SHED_MAX_BLOCKS / 64] = {0};
     for (void **b = s->free; b; b = b[0]) {
         uint32_t i = block_index(s, b);
         is_free[i >> 6] |= 1ull << (i & 63);
@@ -78,18 +83,8 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
     uint32_t all = s->n_pages >= 32 ? ~0u : (1u << s->n_pages) - 1;
     uint32_t shed = all & ~busy & ~s->held_pages_mask;
     if (!shed) return 0;
-    size_t pages = 0;
-    for (uint32_t p = 0; p < s->n_pages; p++) {
-        if (!((shed >> p) & 1)) continue;
-        uint32_t n = 1;
-        while (p + n < s->n_pages && ((shed >> (p + n)) & 1)) n++;
-        if (_hpm_os->release((void *)(s->start + ((uintptr_t)p << HPM_PAGE_SHIFT)), (size_t)n << HPM_PAGE_SHIFT))
-            shed &= ~(((1u << n) - 1) << p);   /* keep what could not be released */
-        else pages += n;
-        p += n - 1;
-    }
-    if (!shed) return 0;
-    /* drop the blocks that touch a released page from the free list */
+    /* Unlink the free blocks that touch a page to be given back first: the
+     * release zeroes their links. */
     void **keep = NULL;
     uint32_t held = 0;
     for (void **b = s->free, **next; b; b = next) {
@@ -99,6 +94,29 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
         keep = b;
     }
     s->free = keep;
+    size_t pages = 0;
+    uint32_t failed = 0;
+    for (uint32_t p = 0; p < s->n_pages; p++) {
+        if (!((shed >> p) & 1)) continue;
+        uint32_t n = 1;
+        while (p + n < s->n_pages && ((shed >> (p + n)) & 1)) n++;
+        if (_hpm_os->release((void *)(s->start + ((uintptr_t)p << HPM_PAGE_SHIFT)), (size_t)n << HPM_PAGE_SHIFT))
+            failed |= (uint32_t)(((1ull << n) - 1) << p);   /* keep what could not be released */
+        else pages += n;
+        p += n - 1;
+    }
+    shed &= ~failed;
+    if (failed) {   /* blocks only on pages that stay: back on the free list */
+        for (uint32_t i = 0; i < s->capacity; i++) {
+            uint32_t bp = block_pages(s, i);
+            if (!((is_free[i >> 6] >> (i & 63)) & 1) || !(bp & failed) || (bp & shed)) continue;
+            void **b = (void **)(s->start + (uintptr_t)i * s->block_bytes);
+            b[0] = s->free;
+            s->free = b;
+            held--;
+        }
+    }
+    if (!shed) return 0;
     s->held_blocks += held;
     s->held_pages_mask |= shed;
     __atomic_add_fetch(&_hpm_slab_held_pages, pages, __ATOMIC_RELAXED);
