@@ -17,7 +17,7 @@ LIB_SRC   := $(filter-out src/static.c,$(wildcard src/*.c src/*/*.c))
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(LIB_SRC))
 SIM_SRC   := $(wildcard sim/src/*.c)
 SIM_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(SIM_SRC))
-HPM_SRC   := $(wildcard tools/hpm/*.c)
+HPM_SRC   := $(wildcard tools/hpm/*.c tools/hpm/*/*.c)
 HPM_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(HPM_SRC))
 BENCH_SRC := $(wildcard bench/*/*.c)
 BENCH_BIN := $(addprefix $(B)/bench/,$(basename $(notdir $(BENCH_SRC))))
@@ -51,9 +51,9 @@ $(B)/libhpmsim.a: $(SIM_OBJ)
 	@mkdir -p $(B); rm -f $@
 	ar rcs $@ $^
 
-$(B)/obj/tools/%.o: tools/%.c $(wildcard tools/hpm/*.h sim/include/*.h) include/hpmalloc.h
+$(B)/obj/tools/%.o: tools/%.c $(wildcard tools/hpm/*.h tools/hpm/*/*.h sim/include/*.h) include/hpmalloc.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) -Iinclude -Isim/include -Itools/hpm -c $< -o $@
+	$(CC) $(CFLAGS) $(BASE) -Iinclude -Isim/include -Itools/hpm -Itools/hpm/bench -Itools/hpm/stat -c $< -o $@
 
 $(B)/hpm: $(HPM_OBJ) $(B)/libhpmsim.a
 	$(CC) -o $@ $(HPM_OBJ) $(B)/libhpmsim.a -pthread -lm -ldl
@@ -92,3 +92,54 @@ clean:
 	rm -rf $(B)
 
 .PHONY: all tests test bench clean
+
+# ---- the debug tier and the sanitizer builds (docs/tests.md) ----
+# make debug: HPM_DEBUG=3 (every assert, the lock order and the expensive
+#   checkers; src/debug.h) in build-debug/, the whole build, libc names
+#   included (tests preload build-debug/libhpmalloc.so).
+# make asan (ASan+UBSan), make ubsan, make tsan: clang, HPM_DEBUG=2 and
+#   -DHPM_NO_OVERRIDE (the sanitizer's allocator keeps the libc names; the
+#   tests reach hpmalloc through tests/hpm_names.h), in build-asan/,
+#   build-ubsan/, build-tsan/: the static library, the unit tests and the
+#   test programs linked with it (build-*/tests/linked/). make fuzz-asan:
+#   the libFuzzer harness on an ASan+UBSan library, in build-fuzz/.
+# Header dependencies are tracked (-MMD -MP); WERROR=1 (CI) makes
+# warnings errors.
+override CFLAGS += -MMD -MP
+ifeq ($(WERROR),1)
+override CFLAGS += -Werror
+endif
+SAN_CC ?= clang
+SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -DHPM_NO_OVERRIDE -DHPM_DEBUG=2
+SAN_NAMES := -include tests/hpm_names.h
+SAN_PROGS := stress forktest
+$(B)/tests/unit/%: override CFLAGS += $(TEST_EXTRA)
+
+$(B)/tests/linked/%: tests/progs/%.c $(B)/libhpmalloc.a tests/hpm_names.h tests/testhelper.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) $(SAN_NAMES) -Iinclude -Itests -o $@ $< -rdynamic $(B)/libhpmalloc.a -ldl -lm
+
+$(B)/fuzz/fuzz_alloc: tests/fuzz/fuzz_alloc.c $(B)/libhpmalloc.a tests/hpm_names.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) -fsanitize=fuzzer $(SAN_NAMES) -Iinclude -Itests -o $@ $< $(B)/libhpmalloc.a -ldl -lm
+
+san-tests: $(B)/libhpmalloc.a $(UNIT_BIN) $(addprefix $(B)/tests/linked/,$(SAN_PROGS))
+
+debug:
+	$(MAKE) B=build-debug CFLAGS="-O2 -g -DHPM_DEBUG=3" tests
+asan:
+	$(MAKE) B=build-asan CC=$(SAN_CC) TEST_EXTRA="$(SAN_NAMES)" \
+	    CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined -fno-sanitize-recover=undefined" san-tests
+ubsan:
+	$(MAKE) B=build-ubsan CC=$(SAN_CC) TEST_EXTRA="$(SAN_NAMES)" \
+	    CFLAGS="$(SAN_FLAGS) -fsanitize=undefined -fno-sanitize-recover=undefined" san-tests
+tsan:
+	$(MAKE) B=build-tsan CC=$(SAN_CC) TEST_EXTRA="$(SAN_NAMES)" CFLAGS="$(SAN_FLAGS) -fsanitize=thread" san-tests
+# The library gets coverage for libFuzzer, but not trace-cmp: libFuzzer
+# would learn the free-block cookie from free()'s comparison (fuzz.sh).
+fuzz-asan:
+	$(MAKE) B=build-fuzz CC=$(SAN_CC) CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	    -fsanitize=fuzzer-no-link -fno-sanitize-coverage=trace-cmp" build-fuzz/fuzz/fuzz_alloc
+
+-include $(wildcard $(B)/obj/*/*.d $(B)/obj/*/*/*.d $(B)/obj/*/*/*/*.d $(B)/tests/*/*.d $(B)/bench/*.d $(B)/fuzz/*.d)
+.PHONY: san-tests debug asan ubsan tsan fuzz-asan

@@ -267,10 +267,10 @@ HPM_API int hpm_posix_memalign(void **out, size_t alignment, size_t size) {
 HPM_API void hpm_free_sized(void *p, size_t size) { (void)size; hpm_free(p); }
 HPM_API void hpm_free_aligned_sized(void *p, size_t alignment, size_t size) { (void)alignment; (void)size; hpm_free(p); }
 
-/* ---- libc names (the shared library interposes them; so does -lhpmalloc) ---- */
-/* HPM_NO_LIBC_NAMES leaves them out, for sanitizer builds whose runtime
- * brings its own malloc. */
-#ifndef HPM_NO_LIBC_NAMES
+/* ---- libc names (the shared library interposes them; so does -lhpmalloc) ----
+ * -DHPM_NO_OVERRIDE leaves them out, so that a sanitizer's allocator can run
+ * beside the hpm_* API (make asan/ubsan/tsan, docs/tests.md). */
+#ifndef HPM_NO_OVERRIDE
 #define HPM_ALIAS(name) __attribute__((alias(#name), visibility("default"), used))
 void *malloc(size_t) HPM_ALIAS(hpm_malloc);
 void free(void *) HPM_ALIAS(hpm_free);
@@ -291,7 +291,6 @@ HPM_API void *pvalloc(size_t size) {
     if (size > SIZE_MAX - HPM_PAGE_BYTES) { errno = ENOMEM; return NULL; }
     return alloc_aligned(HPM_PAGE_BYTES, (size + HPM_PAGE_BYTES - 1) & ~(HPM_PAGE_BYTES - 1));
 }
-#endif
 
 /* malloc_trim releases cached empty hugepages, and free pages inside
  * partial ones only when HPM_SUBRELEASE=1 (hpm_trim always does both). */
@@ -306,6 +305,7 @@ HPM_API int malloc_trim(size_t pad) {
     pthread_mutex_unlock(&_hpm_ph.lock);
     return bytes > 0;
 }
+#endif /* HPM_NO_OVERRIDE */
 
 HPM_API size_t hpm_trim(void) {
     hpm_ensure_init();

@@ -171,6 +171,7 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     if (!s) return NULL;
     s->list = LIST_CURRENT;
     h->current[cls] = s;
+    hpm_check_internal(_hpm_check_span, s);
     return slab_pop(h, s);
 }
 
@@ -194,6 +195,7 @@ void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
  * to the pageheap, the rest abandoned; then the inbox is closed and what
  * arrived meanwhile goes into the abandoned slabs. */
 static void heap_abandon(hpm_heap_t *h) {
+    hpm_check_expensive(_hpm_check_heap, h);
     h->active = false;
     _hpm_remote_flush(h);
     _hpm_remote_drain(h);
@@ -231,6 +233,8 @@ static void heap_thread_exit(void *arg) {
 
 void _hpm_heaps_init(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) abandoned[c] = NULL;
+    _hpm_lock_rank(&heaps_lock, HPM_LOCK_HEAPS);
+    _hpm_lock_rank(&abandoned_lock, HPM_LOCK_ABANDONED);
     heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
 }
 

@@ -290,6 +290,7 @@ static hpm_span_t *span_alloc_coloured(hpm_pageheap_t *ph, uint64_t mask) {
 }
 
 hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask) {
+    hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
     if (colour_mask && n_pages == 1) return span_alloc_coloured(ph, colour_mask);
     int own = kind == SPAN_SLAB ? SET_SLAB : SET_OTHER;
     int other = kind == SPAN_SLAB ? SET_OTHER : SET_SLAB;
@@ -302,6 +303,7 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
     if (!hp) return NULL;
     hpm_span_t *s = span_place(ph, hp, n_pages, kind, -1);
     _hpm_ph_publish(ph);
+    hpm_check_expensive(_hpm_check_pageheap, ph);
     return s;
 }
 
@@ -327,6 +329,7 @@ static long find_empty_run(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
 }
 
 hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes) {
+    hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
     size_t n_hp = (n_pages + HPM_PAGES_PER_HP - 1) / HPM_PAGES_PER_HP;
     size_t align_hp = align_bytes > HPM_HP_BYTES ? align_bytes >> HPM_HP_SHIFT : 1;
     if (n_hp > ph->reserved_hp) return NULL;
@@ -366,6 +369,7 @@ hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align
     }
     if (ph == &_hpm_ph) _hpm_stats->large_allocs++;
     _hpm_ph_publish(ph);
+    hpm_check_expensive(_hpm_check_pageheap, ph);
     return s;
 }
 
@@ -385,10 +389,13 @@ hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t ali
     if (tail) hp_free_pages(ph, hp, first + head + (unsigned)n_pages, tail, false, &now);
     s->start = aligned;
     s->n_pages = (uint32_t)n_pages;
+    hpm_check_expensive(_hpm_check_pageheap, ph);
     return s;
 }
 
 void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
+    hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
+    hpm_assert(s->kind != SPAN_NONE && s->n_pages > 0);
     uint64_t now = 0;
     size_t idx = (s->start - ph->base) >> HPM_HP_SHIFT;
     unsigned first = (unsigned)((s->start >> HPM_PAGE_SHIFT) & 511);
@@ -406,6 +413,7 @@ void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
         _hpm_ph_release_tick(ph, now ? now : ph->os->now_ns());
     else
         _hpm_ph_publish(ph);
+    hpm_check_expensive(_hpm_check_pageheap, ph);
 }
 
 size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max) {

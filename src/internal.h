@@ -33,6 +33,8 @@
 #include "hooks.h"
 #include "hpmalloc.h"
 #include "prim/prim.h"
+#include "debug.h"
+#include "lockorder.h"
 
 #define HPM_API __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -194,12 +196,7 @@ HPM_INTERNAL void _hpm_ph_publish(hpm_pageheap_t *ph);
 HPM_INTERNAL void _hpm_filler_insert(hpm_pageheap_t *ph, hpm_hp_t *hp);
 HPM_INTERNAL void _hpm_filler_remove(hpm_pageheap_t *ph, hpm_hp_t *hp);
 HPM_INTERNAL hpm_hp_t *_hpm_filler_find(hpm_pageheap_t *ph, int set, size_t n_pages);
-HPM_INTERNAL unsigned _hpm_bits_longest_run(const uint64_t bits[8], unsigned *start);
-HPM_INTERNAL unsigned _hpm_bits_run_around(const uint64_t bits[8], unsigned first, unsigned n, unsigned *start);
-HPM_INTERNAL bool _hpm_bits_any_range(const uint64_t bits[8], unsigned from, unsigned n);
-HPM_INTERNAL int _hpm_bits_find_run(const uint64_t bits[8], unsigned n, unsigned from);
-HPM_INTERNAL void _hpm_bits_set_range(uint64_t bits[8], unsigned from, unsigned n, bool value);
-HPM_INTERNAL unsigned _hpm_bits_count_range(const uint64_t bits[8], unsigned from, unsigned n);
+#include "bits.h"   /* _hpm_bits_*: the 512-page bitmaps */
 
 static inline uintptr_t hpm_hp_addr(const hpm_pageheap_t *ph, const hpm_hp_t *hp) {
     return ph->base + ((uintptr_t)hp->index << HPM_HP_SHIFT);
@@ -316,4 +313,7 @@ HPM_INTERNAL void _hpm_stats_refresh_light(void);
 HPM_INTERNAL void _hpm_options_init(void);
 HPM_INTERNAL const char *_hpm_page_mode_name(int mode);
 HPM_INTERNAL bool _hpm_parse_size(const char *s, long *out);
+
+/* ---- invariant checkers (check.c) ---- */
+#include "check.h"
 #endif

@@ -45,6 +45,7 @@ size_t _hpm_meta_committed_bytes(void) { return __atomic_load_n(&meta_committed_
 
 int _hpm_meta_init(const hpm_os_t *os) {
     meta_os = os;
+    _hpm_lock_rank(&meta_lock, HPM_LOCK_META);
     return _hpm_meta_region_init(&meta_misc, (size_t)1 << 32);
 }
 

@@ -66,13 +66,12 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
     uint32_t all = s->n_pages >= 32 ? ~0u : (1u << s->n_pages) - 1;
     uint32_t shed = all & ~busy & ~s->held_pages_mask;
     if (!shed) return 0;
-    /* Unlink the free blocks that touch a page to be given back first: the
-     * release zeroes their links. */
+    /* Drop the blocks that touch a page to be given back from the free list
+     * first: once released, their pages read as zero, links included. */
     void **keep = NULL;
-    uint32_t held = 0;
     for (void **b = s->free, **next; b; b = next) {
         next = b[0];
-        if (block_pages(s, block_index(s, b)) & shed) { held++; continue; }
+        if (block_pages(s, block_index(s, b)) & shed) continue;
         b[0] = keep;
         keep = b;
     }
@@ -83,21 +82,23 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
         if (!((shed >> p) & 1)) continue;
         uint32_t n = 1;
         while (p + n < s->n_pages && ((shed >> (p + n)) & 1)) n++;
+        uint32_t run = (n >= 32 ? ~0u : (1u << n) - 1) << p;
         if (_hpm_os->release((void *)(s->start + ((uintptr_t)p << HPM_PAGE_SHIFT)), (size_t)n << HPM_PAGE_SHIFT))
-            failed |= (uint32_t)(((1ull << n) - 1) << p);   /* keep what could not be released */
+            failed |= run;
         else pages += n;
         p += n - 1;
     }
     shed &= ~failed;
-    if (failed) {   /* blocks only on pages that stay: back on the free list */
-        for (uint32_t i = 0; i < s->capacity; i++) {
-            uint32_t bp = block_pages(s, i);
-            if (!((is_free[i >> 6] >> (i & 63)) & 1) || !(bp & failed) || (bp & shed)) continue;
-            void **b = (void **)(s->start + (uintptr_t)i * s->block_bytes);
-            b[0] = s->free;
-            s->free = b;
-            held--;
-        }
+    /* every block that touched a candidate page was free: those that touch
+     * a released page are held, the others go back on the free list */
+    uint32_t held = 0;
+    for (uint32_t i = s->capacity; i-- > 0; ) {
+        uint32_t bp = block_pages(s, i);
+        if (bp & shed) { held++; continue; }
+        if (!(bp & failed)) continue;
+        void **b = (void **)(s->start + (uintptr_t)i * s->block_bytes);
+        b[0] = s->free;
+        s->free = b;
     }
     if (!shed) return 0;
     s->held_blocks += held;

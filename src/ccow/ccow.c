@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -83,7 +84,7 @@ static void ccow_disable(const char *what, int err) {
 
 /* ---- the tracking period ---- */
 
-static bool period_stale(uint32_t gen) { return __atomic_load_n(&S.fork_gen, __ATOMIC_ACQUIRE) != gen; }
+static bool period_stale(uint32_t gen) { return atomic_load_explicit(&S.fork_gen, memory_order_acquire) != gen; }
 
 static bool regions_load(size_t *n_out) {
     size_t n = _hpm_hp_list_in_use(S.list, S.cap);
@@ -247,7 +248,7 @@ static void *ccow_thread(void *arg) {
     (void)arg;
     uint32_t seen = 0;
     for (;;) {
-        uint32_t gen = __atomic_load_n(&S.fork_gen, __ATOMIC_ACQUIRE);
+        uint32_t gen = atomic_load_explicit(&S.fork_gen, memory_order_acquire);
         if (gen == seen) {
             syscall(SYS_futex, &S.fork_gen, FUTEX_WAIT_PRIVATE, gen, NULL, NULL, 0);
             continue;
@@ -274,8 +275,8 @@ static void atfork_parent(void) {
     _hpm_ccow_guard_unlock();
     if (S.disabled || S.opt == CCOW_OPT_OFF) return;
     stat_add(&_hpm_stats->ccow_forks, 1);
-    __atomic_store_n(&S.fork_ns, _hpm_os->now_ns(), __ATOMIC_RELEASE);
-    __atomic_fetch_add(&S.fork_gen, 1, __ATOMIC_ACQ_REL);
+    atomic_store_explicit(&S.fork_ns, _hpm_os->now_ns(), memory_order_release);
+    atomic_fetch_add_explicit(&S.fork_gen, 1, memory_order_acq_rel);
     if (!S.thread_started) {
         S.thread_started = true;
         int err = _hpm_os->thread_start(ccow_thread, NULL);
@@ -294,8 +295,8 @@ static void atfork_child(void) {
 /* ---- init and public API ---- */
 
 static void mode_store(long opt, long rate) {
-    __atomic_store_n(&S.opt, opt, __ATOMIC_RELEASE);
-    __atomic_store_n(&S.rate_mib_s, rate < 0 ? 0 : rate, __ATOMIC_RELEASE);
+    atomic_store_explicit(&S.opt, opt, memory_order_release);
+    atomic_store_explicit(&S.rate_mib_s, rate < 0 ? 0 : rate, memory_order_release);
     state_publish();
 }
 

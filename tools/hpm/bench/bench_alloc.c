@@ -7,6 +7,7 @@
  * and for hpmalloc from its header. Invariant: a child gets exactly one
  * allocator: every other allocator's variable is removed from its
  * environment before the chosen one is set. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,4 +103,65 @@ void hpm_bench_alloc_apply_env(const hpm_bench_alloc_t *a) {
             setenv(buf, eq + 1, 1);
         }
     }
+}
+
+int hpm_bench_alloc_split(const char *list, char items[][HPM_BENCH_ITEM_LEN], int max) {
+    char buf[1024];
+    hpm_bench_copy(buf, sizeof buf, list);
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        size_t var_len = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+        int is_setting = var_len > 0 && t[var_len] == '=' && !isdigit((unsigned char)t[0]);
+        if (is_setting && n > 0 && strchr(items[n - 1], '=') && !strchr(items[n - 1], ',')) {
+            size_t len = strlen(items[n - 1]);
+            snprintf(items[n - 1] + len, HPM_BENCH_ITEM_LEN - len, ",%s", t);
+            continue;
+        }
+        if (n == max) {
+            fprintf(stderr, "hpm bench: too many allocators in --alloc (at most %d)\n", max);
+            return -1;
+        }
+        hpm_bench_copy(items[n++], HPM_BENCH_ITEM_LEN, t);
+    }
+    return n;
+}
+
+int hpm_bench_alloc_custom(const char *item, hpm_bench_alloc_t *out) {
+    static char names[HPM_BENCH_MAX_ALLOCS][32], envs[HPM_BENCH_MAX_ALLOCS][256];
+    static int n_custom;
+    char buf[HPM_BENCH_ITEM_LEN];
+    hpm_bench_copy(buf, sizeof buf, item);
+    char *lib = strchr(buf, '='), *setting = strchr(buf, ',');
+    if (setting) *setting++ = 0;
+    if (!lib || lib == buf || !lib[1] || (setting && !strchr(setting, '='))) {
+        fprintf(stderr, "hpm bench: --alloc item '%s' is not NAME=LIB.so[,VAR=VALUE]\n", item);
+        return -1;
+    }
+    *lib++ = 0;
+    if (strlen(buf) >= sizeof names[0] || strspn(buf, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(buf)) {
+        fprintf(stderr, "hpm bench: allocator name '%s' must be [a-z0-9._-], under 32 characters\n", buf);
+        return -1;
+    }
+    if (access(lib, R_OK) != 0) {
+        fprintf(stderr, "hpm bench: %s: cannot read %s\n", buf, lib);
+        return -1;
+    }
+    if (n_custom == HPM_BENCH_MAX_ALLOCS) {
+        fprintf(stderr, "hpm bench: too many --alloc NAME=LIB allocators\n");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    hpm_bench_copy(names[n_custom], sizeof names[0], buf);
+    out->name = names[n_custom];
+    if (!realpath(lib, out->preload)) hpm_bench_copy(out->preload, sizeof out->preload, lib);
+    if (setting) {
+        hpm_bench_copy(envs[n_custom], sizeof envs[0], setting);
+        out->env = envs[n_custom];
+    }
+    out->package = "given with --alloc";
+    const char *base = strrchr(out->preload, '/');
+    snprintf(out->version, sizeof out->version, "%.80s (--alloc)", base ? base + 1 : out->preload);
+    out->available = 1;
+    n_custom++;
+    return 0;
 }

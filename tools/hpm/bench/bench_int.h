@@ -9,7 +9,8 @@
 #define HPM_BENCH_INT_H
 #include "bench.h"
 
-#define HPM_BENCH_MAX_ALLOCS 12
+#define HPM_BENCH_MAX_ALLOCS 16
+#define HPM_BENCH_ITEM_LEN 768   /* one --alloc item: NAME=LIB.so[,VAR=VALUE] */
 
 #include <string.h>
 /* Copies src into dst[len], cutting it short when needed (always ends in 0). */
@@ -30,6 +31,13 @@ int hpm_bench_allocs_detect(hpm_bench_alloc_t *out, int max, const char *hpm_lib
  * forked child before exec): clears other allocators' settings, sets
  * LD_PRELOAD and the allocator's own variable. */
 void hpm_bench_alloc_apply_env(const hpm_bench_alloc_t *a);
+/* Splits an --alloc list at commas into items; a "VAR=VALUE" token (VAR in
+ * capitals) after a "name=LIB" token stays with it. Returns the count, or
+ * -1 (with a message) when there are more than max. */
+int hpm_bench_alloc_split(const char *list, char items[][HPM_BENCH_ITEM_LEN], int max);
+/* Fills *out from an item "NAME=LIB.so[,VAR=VALUE]" (an allocator that is
+ * not built in). Returns 0, or -1 with a message on stderr. */
+int hpm_bench_alloc_custom(const char *item, hpm_bench_alloc_t *out);
 
 /* ---- bench_cases.c: the benchmark cases of the default suites ---- */
 

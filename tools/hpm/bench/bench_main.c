@@ -40,7 +40,9 @@ static void usage(FILE *f) {
         "  SUITE: micro, macro, throughput (the default three), ccow, color, all;\n"
         "         or case names (see --list).\n"
         "  --alloc LIST     comma-separated: glibc,glibc-thp,jemalloc,jemalloc-thp,tcmalloc,\n"
-        "                   mimalloc,mimalloc-large,hpmalloc (default: all; missing = skipped)\n"
+        "                   mimalloc,mimalloc-large,hpmalloc (default: all; missing = skipped);\n"
+        "                   NAME=LIB.so[,VAR=VALUE] adds an allocator (e.g. a peer of\n"
+        "                   ../shared/peers, or a second hpmalloc build)\n"
         "  --baseline NAME  the allocator the others are compared with (default jemalloc)\n"
         "  --quick          3 repetitions, about 10 minutes on 2 cores (default)\n"
         "  --full           7 repetitions, larger sizes, under an hour\n"
@@ -144,9 +146,16 @@ static int select_allocs(const opts_t *o, const hpm_bench_alloc_t *all, int n_al
                          int *n_sel) {
     *n_sel = 0;
     if (o->alloc_list) {
-        char buf[512];
-        hpm_bench_copy(buf, sizeof buf, o->alloc_list);
-        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        static char items[HPM_BENCH_MAX_ALLOCS][HPM_BENCH_ITEM_LEN];
+        int n_items = hpm_bench_alloc_split(o->alloc_list, items, HPM_BENCH_MAX_ALLOCS);
+        if (n_items < 0) return -1;
+        for (int it = 0; it < n_items; it++) {
+            const char *t = items[it];
+            if (strchr(t, '=')) {   /* NAME=LIB.so[,VAR=VALUE] */
+                if (hpm_bench_alloc_custom(t, &sel[*n_sel]) != 0) return -1;
+                (*n_sel)++;
+                continue;
+            }
             int found = -1;
             for (int i = 0; i < n_all; i++)
                 if (!strcmp(all[i].name, t)) found = i;
@@ -361,6 +370,11 @@ int hpm_cmd_bench(int argc, char **argv) {
     }
     int n_sel;
     if (select_allocs(&o, all, n_all, sel, &n_sel) != 0) return 2;
+    for (int k = 0; k < n_sel && n_all < HPM_BENCH_MAX_ALLOCS; k++) {   /* --alloc NAME=LIB ones, for the report */
+        int known = 0;
+        for (int i = 0; i < n_all; i++) known |= !strcmp(all[i].name, sel[k].name);
+        if (!known) all[n_all++] = sel[k];
+    }
     const char *baseline = pick_baseline(&o, sel, n_sel);
     if (!baseline) return 2;
     for (int i = 0; i < hpm_bench_n_cases; i++) {
