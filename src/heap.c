@@ -83,6 +83,29 @@ static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     return s;
 }
 
+/* An own slab that became empty: kept for reuse (no pageheap lock, no
+ * re-format) while the heap keeps fewer than HPM_HEAP_EMPTY_SLABS of them,
+ * so that producer/consumer traffic and allocation waves that cross slab
+ * boundaries do not give slabs back and take them again; else released. */
+static void slab_retire(hpm_heap_t *h, hpm_span_t *s) {
+    if (h->active && h->empty_slabs < HPM_HEAP_EMPTY_SLABS) {
+        slist_push(&h->empty[s->class_idx], s, LIST_EMPTY);
+        h->empty_slabs++;
+        return;
+    }
+    slab_release(s);
+}
+
+static void heap_release_kept(hpm_heap_t *h) {
+    for (unsigned c = 0; c < HPM_CLASSES && h->empty_slabs; c++) {
+        hpm_span_t *s;
+        while ((s = slist_pop(&h->empty[c]))) {
+            h->empty_slabs--;
+            slab_release(s);
+        }
+    }
+}
+
 /* Make every free block of the slab available (blocks of pages given back
  * by subrelease). True when it has a free block. */
 static bool slab_gather(hpm_span_t *s) {
@@ -166,6 +189,7 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
         if (slab_gather(s)) break;
         slist_push(&h->full[cls], s, LIST_FULL);
     }
+    if (!s && (s = slist_pop(&h->empty[cls]))) h->empty_slabs--;
     if (!s) s = heap_adopt(h, cls);
     if (!s) s = slab_new(h, cls);
     if (!s) return NULL;
@@ -185,7 +209,7 @@ void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
     }
     if (s->used == 0 && s->list == LIST_AVAIL) {
         slist_remove(&h->avail[cls], s);
-        slab_release(s);
+        slab_retire(h, s);
     }
 }
 
@@ -200,6 +224,7 @@ static void heap_abandon(hpm_heap_t *h) {
     _hpm_remote_flush(h);
     _hpm_remote_drain(h);
     _hpm_spancache_flush(h);
+    heap_release_kept(h);
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
         h->current[c] = &_hpm_empty_span;
@@ -255,9 +280,10 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     }
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         h->current[c] = &_hpm_empty_span;
-        h->avail[c] = h->full[c] = NULL;
+        h->avail[c] = h->full[c] = h->empty[c] = NULL;
         h->slabs_made[c] = 0;
     }
+    h->empty_slabs = 0;
     _hpm_remote_open(h);
     h->colour_mask = (uint64_t)_hpm_option(HPM_OPT_COLORS);
     h->active = true;
@@ -285,6 +311,7 @@ void _hpm_heap_release_empty(bool shed) {
     _hpm_remote_flush(h);
     _hpm_remote_drain(h);
     _hpm_spancache_flush(h);
+    heap_release_kept(h);
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_span_t *s = h->current[c];
         if (s != &_hpm_empty_span) {

@@ -71,7 +71,7 @@ static inline unsigned hpm_size_class(size_t size) {
 
 /* ---- spans ---- */
 enum { SPAN_NONE = 0, SPAN_SLAB, SPAN_MEDIUM, SPAN_LARGE };
-enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED, LIST_CACHED };
+enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED, LIST_CACHED, LIST_EMPTY };
 
 typedef struct hpm_heap_s hpm_heap_t;
 typedef struct hpm_span_s hpm_span_t;
@@ -217,12 +217,15 @@ HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 /* ---- heaps (heap.c, slab.c, remote.c) ---- */
 #define HPM_OUTBOX_SLOTS 8                  /* owners batched at once (a power of two) */
 #define HPM_OUTBOX_BATCH 64                 /* blocks handed over with one CAS */
+#define HPM_HEAP_EMPTY_SLABS 16             /* emptied slabs a heap keeps for reuse */
 typedef struct { hpm_heap_t *to; void **head, **tail; uint32_t count; } hpm_outbox_t;
 struct hpm_heap_s {
     int64_t used_bytes;                 /* this thread's net allocated bytes (first: shares a line with current[]) */
     hpm_span_t *current[HPM_CLASSES];   /* never NULL: an empty sentinel when none */
     hpm_span_t *avail[HPM_CLASSES];     /* slabs with free blocks (besides current) */
     hpm_span_t *full[HPM_CLASSES];      /* slabs with no free block when last looked at */
+    hpm_span_t *empty[HPM_CLASSES];     /* emptied slabs kept for reuse (at most HPM_HEAP_EMPTY_SLABS in all) */
+    uint32_t empty_slabs;
     uint8_t slabs_made[HPM_CLASSES];    /* slabs taken per class, saturating at 255 */
     uint64_t colour_mask;
     hpm_span_t *span_cache[HPM_SPANCACHE_MAX_PAGES + 1];    /* freed medium spans by page count */
