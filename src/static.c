@@ -21,6 +21,7 @@
 #include "slab.c"
 #include "spancache.c"
 #include "check.c"
+#include "remote.c"
 #include "heap.c"
 #include "alloc.c"
 #include "control.c"
