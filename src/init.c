@@ -43,8 +43,10 @@ static void fork_child(void) {
 }
 
 static void init_secret(void) {
-    const uint64_t *rnd = (const uint64_t *)getauxval(AT_RANDOM);
-    uint64_t x = rnd ? rnd[0] ^ rnd[1] : 0;
+    const void *rnd = (const void *)getauxval(AT_RANDOM);   /* 16 bytes, not always 8-aligned */
+    uint64_t r[2] = {0, 0};
+    if (rnd) memcpy(r, rnd, sizeof r);
+    uint64_t x = r[0] ^ r[1];
     x ^= (uintptr_t)&x * 0x9e3779b97f4a7c15ull;
     _hpm_cookie_secret = x | 1;
 }
