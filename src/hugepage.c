@@ -8,10 +8,16 @@
  * hugepages; the tail of the last one joins the filler. Empty hugepages go
  * to a cache and are released whole by release.c.
  *
+ * New hugepages come from the end of the last arena (arena.c), or from a
+ * new arena when it is full; a large request commits its new hugepages
+ * with one call, so the kernel judges the whole request. A zeroing large
+ * request clears or gives back only the pages that may hold data.
+ *
  * Invariants: an ACTIVE hugepage has used_pages in 1..512 and is in exactly
  * one filler set; a CACHED one is on the cache list, a RELEASED one on the
- * released list; page_map[i] is the span owning page i or NULL. Every
- * function here runs with ph->lock held, except init. */
+ * released list; the page map (hpm_hp_map, _hpm_l1) gives the span owning
+ * each page or NULL; hugepage i lies in the arena that holds index i, at
+ * hp->addr. Every function here runs with ph->lock held, except init. */
 #include <errno.h>
 #include <string.h>
 #include "internal.h"
