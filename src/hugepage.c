@@ -165,7 +165,7 @@ static int limit_check(hpm_pageheap_t *ph, size_t grow_hp) {
     if (limit == SIZE_MAX) return 0;
     hpm_arena_t *last = &ph->arenas[ph->n_arenas - 1];
     size_t tail_hp = ph->reserved_hp - ph->top_hp;
-    size_t used = ph->os->as_used_bytes(), tail = tail_hp << HPM_HP_SHIFT;
+    size_t used = ph->os->as_used_bytes ? ph->os->as_used_bytes() : 0, tail = tail_hp << HPM_HP_SHIFT;
     size_t effective = used > tail ? used - tail : 0;
     if (effective + (grow_hp << HPM_HP_SHIFT) <= limit) return 0;
     if (used > limit && tail_hp > 0 && tail_hp < last->n_hp &&
