@@ -8,10 +8,16 @@
  * hugepages; the tail of the last one joins the filler. Empty hugepages go
  * to a cache and are released whole by release.c.
  *
+ * New hugepages come from the end of the last arena (arena.c), or from a
+ * new arena when it is full; a large request commits its new hugepages
+ * with one call, so the kernel judges the whole request. A zeroing large
+ * request clears or gives back only the pages that may hold data.
+ *
  * Invariants: an ACTIVE hugepage has used_pages in 1..512 and is in exactly
  * one filler set; a CACHED one is on the cache list, a RELEASED one on the
- * released list; page_map[i] is the span owning page i or NULL. Every
- * function here runs with ph->lock held, except init. */
+ * released list; the page map (hpm_hp_map, _hpm_l1) gives the span owning
+ * each page or NULL; hugepage i lies in the arena that holds index i, at
+ * hp->addr. Every function here runs with ph->lock held, except init. */
 #include <errno.h>
 #include <string.h>
 #include "internal.h"
@@ -159,7 +165,7 @@ static int limit_check(hpm_pageheap_t *ph, size_t grow_hp) {
     if (limit == SIZE_MAX) return 0;
     hpm_arena_t *last = &ph->arenas[ph->n_arenas - 1];
     size_t tail_hp = ph->reserved_hp - ph->top_hp;
-    size_t used = ph->os->as_used_bytes(), tail = tail_hp << HPM_HP_SHIFT;
+    size_t used = ph->os->as_used_bytes ? ph->os->as_used_bytes() : 0, tail = tail_hp << HPM_HP_SHIFT;
     size_t effective = used > tail ? used - tail : 0;
     if (effective + (grow_hp << HPM_HP_SHIFT) <= limit) return 0;
     if (used > limit && tail_hp > 0 && tail_hp < last->n_hp &&

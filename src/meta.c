@@ -71,6 +71,7 @@ int _hpm_meta_init(const hpm_os_t *os) {
 }
 
 void *_hpm_meta_alloc(size_t size_bytes) {
+    if (!meta_os) return NULL;   /* asked for during init, before metadata is set up */
     size_bytes = (size_bytes + 63) & ~(size_t)63;
     pthread_mutex_lock(&meta_lock);
     void *p = NULL;

@@ -177,10 +177,20 @@ static int pageheap_consistent(void) {
     return ok;
 }
 
-static int child_core(void) {
+/* The pageheap runs on the faulty table, unless something allocated
+ * before this program's constructor (a sanitizer runtime does): then the
+ * child says so and skips. */
+static bool table_in_use(void) {
     void *volatile first = malloc(1);   /* starts the allocator (volatile: not elided) */
     free(first);
-    CHECK(_hpm_os == &faulty || _hpm_os->commit == f_commit, "the faulty table is in use");
+    if (_hpm_ph.os && _hpm_ph.os->commit == f_commit) return true;
+    printf("note: the allocator started before the faulty table was installed: skipped\n");
+    CHECK(1);
+    return false;
+}
+
+static int child_core(void) {
+    if (!table_in_use()) return TEST_DONE();
     int worked[2];   /* the faults come first, while the heap still has to grow */
     int every[2] = {3, 1};
     for (int f = 0; f < 2; f++) {
@@ -207,13 +217,15 @@ static int child_core(void) {
  * request takes cached hugepages, then finds no record for its span. The
  * hugepages must go back (not stay active, empty and in no set). */
 static int child_records(void) {
+    if (!table_in_use()) return TEST_DONE();
     enum { BIG = 64 };
     static void *v[4 * BIG];
     for (int i = 0; i < BIG; i++) v[i] = malloc(4 * MIB);   /* 128 hugepages, then cached */
     for (int i = 0; i < BIG; i++) free(v[i]);
     atomic_store(&fault_every, 1);
     int meta = 0;
-    while (_hpm_meta_alloc(64)) meta++;   /* the committed metadata is used up */
+    while (meta < (1 << 20) && _hpm_meta_alloc(64)) meta++;   /* the committed metadata is used up */
+    CHECK(meta < (1 << 20), "metadata commits fail");
     int got = 0, failed = 0;
     for (int i = 0; i < 4 * BIG; i++) {
         errno = 0;
