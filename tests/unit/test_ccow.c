@@ -129,7 +129,7 @@ static void one_period(const char *label, uint64_t want_precopy, int check_huge)
     close(go[0]);
     if (hold_ms) sleep_ms(hold_ms);
     uint64_t got = 0;
-    for (int i = 0; i < 2000 && (got = stat_precopied() - before) < want_precopy; i++) sleep_ms(5);
+    for (int i = 0; i < 6000 && (got = stat_precopied() - before) < want_precopy; i++) sleep_ms(5);   /* up to 30 s: a loaded machine */
     CHECK(got >= want_precopy, "%s: %llu regions pre-copied, want %llu", label, (unsigned long long)got,
           (unsigned long long)want_precopy);
     if (check_huge) {
