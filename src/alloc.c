@@ -35,7 +35,7 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
         s->free = b[0];
         b[1] = NULL;
         s->used++;
-        h->used_bytes += s->block_bytes;
+        hpm_used_add(h, s->block_bytes);
         return b;
     }
     void *p = _hpm_heap_alloc_slow(h, cls);
@@ -49,7 +49,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
     hpm_span_t *s = align_bytes <= HPM_PAGE_BYTES ? _hpm_spancache_get(h, pages) : NULL;
     if (s) {
-        h->used_bytes += (int64_t)s->n_pages << HPM_PAGE_SHIFT;
+        hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
         if (zero) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
         return (void *)s->start;
     }
@@ -62,7 +62,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
         s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
     pthread_mutex_unlock(&_hpm_ph.lock);
     if (!s) { errno = ENOMEM; return NULL; }
-    h->used_bytes += (int64_t)s->n_pages << HPM_PAGE_SHIFT;
+    hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
     if (zero && !s->clean) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
     return (void *)s->start;
 }
@@ -95,8 +95,8 @@ static void *alloc_aligned(size_t alignment, size_t size) {
 static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     if (s->list == LIST_CACHED) _hpm_fatal(fn, p, "double free (allocation is already free)");
-    h->used_bytes -= (int64_t)s->n_pages << HPM_PAGE_SHIFT;
-    if (_hpm_spancache_put(h, s)) return;
+    if (h) hpm_used_add(h, -(int64_t)((int64_t)s->n_pages << HPM_PAGE_SHIFT));
+    if (h && _hpm_spancache_put(h, s)) return;
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, s);
     size_t cached = _hpm_ph.cache_count;
@@ -104,34 +104,59 @@ static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if (cached > _hpm_ph.cache_keep_hp) _hpm_background_kick();
 }
 
-static inline void free_checked(void *p, const char *fn) {
-    hpm_span_t *s = hpm_span_of(p);
-    if (unlikely(s == NULL)) bad_pointer(fn, p);
-    hpm_heap_t *h = heap_get();
-    if (unlikely(s->kind != SPAN_SLAB)) { free_span(h, s, p, fn); return; }
+/* The checks of a block start that failed: say which. */
+static __attribute__((noinline, cold, noreturn)) void free_bad_block(hpm_span_t *s, void *p, const char *fn) {
     uintptr_t off = (uintptr_t)p - s->start;
     uint32_t idx = (uint32_t)((off * s->recip) >> 32);
-    if (unlikely((uintptr_t)idx * s->block_bytes != off)) _hpm_fatal(fn, p, "interior pointer (not the start of a block)");
+    if ((uintptr_t)idx * s->block_bytes != off) _hpm_fatal(fn, p, "interior pointer (not the start of a block)");
+    _hpm_fatal(fn, p, "double free (block is already free)");
+}
+
+static inline bool block_ok(const hpm_span_t *s, void **b) {
+    uintptr_t off = (uintptr_t)b - s->start;
+    uint32_t idx = (uint32_t)((off * s->recip) >> 32);
+    return (uintptr_t)idx * s->block_bytes == off && (uint64_t)b[1] != hpm_cookie(b);
+}
+
+/* Everything but a local free into a slab: spans, other threads' and
+ * abandoned slabs, a thread without a heap, bad pointers. */
+static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
+    if (unlikely(s == NULL)) bad_pointer(fn, p);
+    if (!h) h = _hpm_heap_acquire();   /* may stay NULL: metadata ran out */
+    if (s->kind != SPAN_SLAB) { free_span(h, s, p, fn); return; }
     void **b = p;
-    if (unlikely((uint64_t)b[1] == hpm_cookie(b))) _hpm_fatal(fn, p, "double free (block is already free)");
+    if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
     b[1] = (void *)hpm_cookie(b);
-    h->used_bytes -= s->block_bytes;
-    if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
-        b[0] = s->free;
-        s->free = b;
-        s->used--;
-        if (unlikely(s->list != LIST_CURRENT && (s->list == LIST_FULL || s->used == 0))) _hpm_heap_free_slow(h, s);
+    if (h) {
+        hpm_used_add(h, -(int64_t)(s->block_bytes));
+        hpm_remote_poll(h);
+    }
+    _hpm_free_other(h, b);
+}
+
+/* A local free into a slab that is not current. */
+static __attribute__((noinline)) void free_local_slow(hpm_heap_t *h, hpm_span_t *s) {
+    _hpm_heap_free_slow(h, s);
+    hpm_remote_poll(h);
+}
+
+/* The common case is a block of a slab this thread owns: one owner
+ * compare, the block-start and double-free checks, the push. */
+static inline void free_checked(void *p, const char *fn) {
+    hpm_span_t *s = hpm_span_of(p);
+    hpm_heap_t *h = _hpm_tls_heap;
+    if (unlikely(s == NULL || h == NULL || atomic_load_explicit(&s->owner, memory_order_relaxed) != h)) {
+        free_other(h, s, p, fn);
         return;
     }
-    /* another thread's (or an abandoned) slab */
-    void *head = atomic_load_explicit(&s->xfree, memory_order_relaxed);
-    do { b[0] = head; } while (!atomic_compare_exchange_weak(&s->xfree, &head, b));
-    hpm_heap_t *owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
-    if (owner == NULL) { _hpm_heap_adopt_on_free(h, s); return; }
-    if (atomic_load(&s->parked_full) && atomic_exchange(&s->parked_full, 0)) {
-        owner = atomic_load(&s->owner);
-        if (owner) atomic_fetch_add(&owner->delayed, 1);
-    }
+    void **b = p;
+    if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
+    b[1] = (void *)hpm_cookie(b);
+    b[0] = s->free;
+    s->free = b;
+    hpm_used_add(h, -(int64_t)(s->block_bytes));
+    s->used--;
+    if (unlikely(s->list != LIST_CURRENT) && (s->list == LIST_FULL || s->used == 0)) free_local_slow(h, s);
 }
 
 /* ---- the public functions ---- */
@@ -172,11 +197,17 @@ HPM_API bool hpm_range(const void *p, void **base, size_t *size) {
     return true;
 }
 
+/* Like free, an invalid pointer stops the process (every peer crashes or
+ * aborts on one; returning 0 would hide the bug). */
 HPM_API size_t hpm_usable_size(const void *p) {
     size_t size = 0;
     void *base;
-    if (p && hpm_range(p, &base, &size) && base == p) return size;
-    return 0;
+    if (!p) return 0;
+    if (likely(hpm_range(p, &base, &size) && base == p)) return size;
+    const char *fn = "malloc_usable_size";
+    if (!hpm_span_of(p)) bad_pointer(fn, p);
+    if (hpm_range(p, &base, &size)) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
+    _hpm_fatal(fn, p, "pointer is not a live allocation (double free or dangling pointer)");
 }
 
 HPM_API void *hpm_realloc(void *p, size_t size) {

@@ -85,7 +85,7 @@ static inline unsigned hpm_size_class(size_t size) {
 
 /* ---- spans ---- */
 enum { SPAN_NONE = 0, SPAN_SLAB, SPAN_MEDIUM, SPAN_LARGE };
-enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED, LIST_CACHED };
+enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED, LIST_CACHED, LIST_EMPTY };
 
 typedef struct hpm_heap_s hpm_heap_t;
 typedef struct hpm_span_s hpm_span_t;
@@ -99,9 +99,7 @@ struct hpm_span_s {
     uint32_t recip;
     uintptr_t start;
     /* shared */
-    _Atomic(void *) xfree;          /* blocks freed by other threads */
     _Atomic(hpm_heap_t *) owner;    /* NULL when abandoned or not a slab */
-    atomic_int parked_full;         /* 1 while on the owner's full list (see heap.c) */
     uint8_t kind;
     uint8_t class_idx;
     uint8_t list;                   /* which heap list it is on */
@@ -289,21 +287,30 @@ HPM_INTERNAL void _hpm_meta_fork_parent(void);
 HPM_INTERNAL void _hpm_meta_fork_child(void);
 HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 
-/* ---- heaps (heap.c, slab.c) ---- */
+/* ---- heaps (heap.c, slab.c, remote.c) ---- */
+#define HPM_OUTBOX_SLOTS 8                  /* owners batched at once (a power of two) */
+#define HPM_OUTBOX_BATCH 64                 /* blocks handed over with one CAS */
+#define HPM_HEAP_EMPTY_SLABS 16             /* emptied slabs a heap keeps for reuse */
+typedef struct { hpm_heap_t *to; void **head, **tail; uint32_t count; } hpm_outbox_t;
 struct hpm_heap_s {
     int64_t used_bytes;                 /* this thread's net allocated bytes (first: shares a line with current[]) */
     hpm_span_t *current[HPM_CLASSES];   /* never NULL: an empty sentinel when none */
     hpm_span_t *avail[HPM_CLASSES];     /* slabs with free blocks (besides current) */
     hpm_span_t *full[HPM_CLASSES];      /* slabs with no free block when last looked at */
+    hpm_span_t *empty[HPM_CLASSES];     /* emptied slabs kept for reuse (at most HPM_HEAP_EMPTY_SLABS in all) */
+    uint32_t empty_slabs;
     uint8_t slabs_made[HPM_CLASSES];    /* slabs taken per class, saturating at 255 */
-    atomic_uint delayed;                /* remote frees that hit a full slab */
     uint64_t colour_mask;
     hpm_span_t *span_cache[HPM_SPANCACHE_MAX_PAGES + 1];    /* freed medium spans by page count */
     uint8_t span_cache_n[HPM_SPANCACHE_MAX_PAGES + 1];
     size_t span_cache_bytes;
     hpm_heap_t *next_all;               /* every heap ever made */
     hpm_heap_t *next_free;              /* retired heaps */
-    bool active;
+    bool active;                        /* false from the start of thread exit: adopts nothing */
+    uint32_t outbox_blocks;             /* blocks waiting in outbox[] */
+    hpm_outbox_t outbox[HPM_OUTBOX_SLOTS];  /* remote frees batched per owner (remote.c) */
+    _Atomic(void *) inbox __attribute__((aligned(64)));  /* blocks of our slabs freed by other threads */
+    char inbox_line[64 - sizeof(void *)];
 };
 
 HPM_INTERNAL extern __thread hpm_heap_t *_hpm_tls_heap;
@@ -313,7 +320,9 @@ HPM_INTERNAL hpm_heap_t *_hpm_heap_acquire(void);
 HPM_INTERNAL void _hpm_heaps_init(void);
 HPM_INTERNAL void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls);
 HPM_INTERNAL void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);
-HPM_INTERNAL void _hpm_heap_adopt_on_free(hpm_heap_t *h, hpm_span_t *s);
+/* Free the checked block b of a slab that h (may be NULL) does not own:
+ * to its owner's inbox, or into the abandoned slab (adopting it). */
+HPM_INTERNAL void _hpm_free_other(hpm_heap_t *h, void **b);
 HPM_INTERNAL int64_t _hpm_heaps_used_bytes(void);
 HPM_INTERNAL void _hpm_heaps_reclaim_abandoned(bool shed);
 HPM_INTERNAL void _hpm_heap_release_empty(bool shed);
@@ -325,6 +334,30 @@ static inline uint64_t hpm_cookie(const void *block) {
     return _hpm_cookie_secret ^ (uintptr_t)block;
 }
 
+/* The owner's count of its net allocated bytes; read by the counters from
+ * other threads (relaxed: a plain load and store on x86). */
+static inline void hpm_used_add(hpm_heap_t *h, int64_t delta) {
+    __atomic_store_n(&h->used_bytes, __atomic_load_n(&h->used_bytes, __ATOMIC_RELAXED) + delta, __ATOMIC_RELAXED);
+}
+
+/* A checked block back onto a slab h owns. */
+static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
+    b[0] = s->free;
+    s->free = b;
+    s->used--;
+    if (unlikely(s->list != LIST_CURRENT) && (s->list == LIST_FULL || s->used == 0)) _hpm_heap_free_slow(h, s);
+}
+
+/* remote.c */
+HPM_INTERNAL void _hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b);
+HPM_INTERNAL void _hpm_remote_flush(hpm_heap_t *h);
+HPM_INTERNAL void _hpm_remote_drain(hpm_heap_t *h);
+HPM_INTERNAL void _hpm_remote_close(hpm_heap_t *h);
+HPM_INTERNAL void _hpm_remote_open(hpm_heap_t *h);
+static inline void hpm_remote_poll(hpm_heap_t *h) {
+    if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) _hpm_remote_drain(h);
+}
+
 /* spancache.c */
 HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
 HPM_INTERNAL bool _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
@@ -332,8 +365,6 @@ HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
 
 /* slab.c */
 HPM_INTERNAL void _hpm_slab_format(hpm_span_t *s, unsigned cls);
-/* Moves remote frees to the free list; returns how many. Aborts on a double free. */
-HPM_INTERNAL uint32_t _hpm_slab_collect(hpm_span_t *s);
 /* Gives back the slab's pages that hold only free blocks (subrelease
  * inside a live slab); returns the pages released. Owner only. */
 HPM_INTERNAL size_t _hpm_slab_shed(hpm_span_t *s);

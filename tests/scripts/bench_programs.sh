@@ -86,6 +86,8 @@ check "[[ $? -eq 2 ]]" "glibc_thread --min > --max must exit 2"
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" "$1"; }
 $B/larson --threads 2 --blocks 100 --rounds 5 --seconds 0.3 >"$tmp/l" 2>&1
 check "[[ \$(field '$tmp/l' threads_made) -gt 4 ]]" "larson: lanes must hand over to new threads: $(tail -n 1 "$tmp/l")"
+$B/larson --threads 2 --blocks 100 --rounds 5 --seconds 0.2 --detach >"$tmp/l" 2>&1
+check "[[ \$(field '$tmp/l' threads_made) -gt 4 ]] && grep -q 'check=ok' '$tmp/l'" "larson --detach: $(tail -n 1 "$tmp/l")"
 $B/xmalloc --threads 2 --batch 64 --seconds 0.2 --size 0 >"$tmp/x" 2>&1
 check "grep -q 'size=0 .*check=ok' '$tmp/x' && [[ \$(field '$tmp/x' frees) -gt 0 ]]" "xmalloc with random sizes: $(tail -n 1 "$tmp/x")"
 $B/rptest --threads 2 --loops 50 --slots 200 >"$tmp/r2" 2>&1
