@@ -21,7 +21,7 @@
  *   init.c                                 start-up, fork handlers, background thread
  *   publish.c ccow/ color/                 features beside the core (hooks.h)
  *   stats.c                                counters, pulled from the layers below
- *   heap.c spancache.c                     per-thread heaps, fast paths, remote frees
+ *   heap.c spancache.c remote.c            per-thread heaps, fast paths, remote frees
  *   slab.c                                 slab setup and free-list collection
  *   hugepage.c filler.c release.c arena.c meta.c bits.h   the pageheap, its arenas, metadata memory
  *   options.c sizeclass.c message.c        option values, size classes, messages
