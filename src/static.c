@@ -20,6 +20,7 @@
 #include "release.c"
 #include "slab.c"
 #include "spancache.c"
+#include "remote.c"
 #include "check.c"
 #include "remote.c"
 #include "heap.c"
