@@ -22,7 +22,6 @@
 #include "spancache.c"
 #include "remote.c"
 #include "check.c"
-#include "remote.c"
 #include "heap.c"
 #include "alloc.c"
 #include "control.c"
