@@ -259,9 +259,9 @@ static void heap_thread_exit(void *arg) {
 void _hpm_heaps_init(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) abandoned[c] = NULL;
     _hpm_lock_rank(&heaps_lock, HPM_LOCK_HEAPS);
-    /* The per-class abandoned locks stay unranked: the rank check knows one
-     * lock per rank, and fork's prepare handler holds all of them at once.
-     * None of them is held while another lock is taken. */
+    /* one rank for the per-class abandoned locks: fork's prepare handler
+     * holds all of them, taken in ascending order */
+    _hpm_lock_rank_n(abandoned_lock, HPM_CLASSES, HPM_LOCK_ABANDONED);
     heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
 }
 

@@ -4,7 +4,8 @@
  * A thread that holds a lock may take only locks of a higher rank:
  *
  *   1 heaps       heap.c heaps_lock: the list of heaps, retired heaps
- *   2 abandoned   heap.c abandoned_lock: slabs of exited threads
+ *   2 abandoned   heap.c abandoned_lock[class]: slabs of exited threads (an
+ *                 array: fork's prepare handler takes them all, in order)
  *   3 pageheap    _hpm_ph.lock: the pageheap (hugepage.c, filler.c, release.c)
  *   4 metadata    meta.c meta_lock: the metadata bump allocator
  *
@@ -25,6 +26,7 @@
 #ifndef HPM_LOCKORDER_H
 #define HPM_LOCKORDER_H
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include "debug.h"
 
@@ -32,6 +34,9 @@ enum { HPM_LOCK_UNRANKED = 0, HPM_LOCK_HEAPS, HPM_LOCK_ABANDONED, HPM_LOCK_PAGEH
 
 #if HPM_DEBUG >= 2
 __attribute__((visibility("hidden"))) void _hpm_lock_rank(pthread_mutex_t *m, int rank);
+/* n consecutive locks of one rank (an array): one thread may hold several,
+ * taken in ascending address order. */
+__attribute__((visibility("hidden"))) void _hpm_lock_rank_n(pthread_mutex_t *first, size_t n, int rank);
 /* True when the calling thread holds the lock of this rank. */
 __attribute__((visibility("hidden"))) bool _hpm_lock_held(int rank);
 __attribute__((visibility("hidden"))) int _hpm_lock_checked(pthread_mutex_t *m);
@@ -44,6 +49,7 @@ __attribute__((visibility("hidden"))) int _hpm_lock_init_checked(pthread_mutex_t
 #define pthread_mutex_init(m, attr) _hpm_lock_init_checked(m, attr)
 #else
 #define _hpm_lock_rank(m, rank) ((void)(m), (void)(rank))
+#define _hpm_lock_rank_n(m, n, rank) ((void)(m), (void)(n), (void)(rank))
 #define _hpm_lock_held(rank) ((void)(rank), true)
 #endif
 #endif

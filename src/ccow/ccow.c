@@ -62,14 +62,18 @@ static struct {
 static void stat_add(uint64_t *field, uint64_t v) { __atomic_fetch_add(field, v, __ATOMIC_RELAXED); }
 static void stat_set(uint64_t *field, uint64_t v) { __atomic_store_n(field, v, __ATOMIC_RELAXED); }
 
+/* Adaptive mode's T: the tracking thread writes it, state_publish reads it
+ * from whichever thread changes the mode. */
+static uint32_t t_pct_now(void) { return __atomic_load_n(&S.t_pct, __ATOMIC_RELAXED); }
+
 static void state_publish(void) {
     if (!_hpm_stats) return;
     _Alignas(8) char buf[sizeof _hpm_stats->ccow_state];
     if (S.disabled) return;        /* the reason stays */
     ccow_mode_t m = {S.opt, S.rate_mib_s};
-    _hpm_ccow_mode_name(&m, S.t_pct, buf, sizeof buf);
+    _hpm_ccow_mode_name(&m, t_pct_now(), buf, sizeof buf);
     _hpm_copy_words_relaxed(_hpm_stats->ccow_state, buf, sizeof buf);
-    uint32_t t = S.opt == CCOW_OPT_ADAPTIVE ? S.t_pct : S.opt >= 1 && S.opt <= 100 ? (uint32_t)S.opt : 0;
+    uint32_t t = S.opt == CCOW_OPT_ADAPTIVE ? t_pct_now() : S.opt >= 1 && S.opt <= 100 ? (uint32_t)S.opt : 0;
     __atomic_store_n(&_hpm_stats->ccow_threshold_pct, t, __ATOMIC_RELAXED);
 }
 
@@ -284,7 +288,7 @@ static void adapt_finish(size_t n) {
         if (S.regions[i].control && S.regions[i].crossed)
             _hpm_ccow_adapt_note(&a, S.regions[i].cov_cross, S.regions[i].cov_last);
     S.adapt = a;
-    S.t_pct = _hpm_ccow_adapt_next(&a, S.t_pct);
+    __atomic_store_n(&S.t_pct, _hpm_ccow_adapt_next(&a, t_pct_now()), __ATOMIC_RELAXED);
     state_publish();
 }
 
@@ -296,7 +300,7 @@ static void note_recovery(scan_sum_t s, uint64_t t_fork, bool *recovered) {
 
 static void track_period(uint32_t gen, size_t n) {
     uint64_t t_fork = S.fork_ns;
-    uint32_t t_pct = S.opt == CCOW_OPT_ADAPTIVE ? S.t_pct : 0;
+    uint32_t t_pct = S.opt == CCOW_OPT_ADAPTIVE ? t_pct_now() : 0;
     double useful = S.opt == CCOW_OPT_ADAPTIVE ? _hpm_ccow_adapt_useful_share(&S.adapt) : 1.0;
     ccow_bucket_t bucket;
     long rate = period_rate();
@@ -405,7 +409,7 @@ void _hpm_ccow_init(void) {
     long opt = _hpm_option(HPM_OPT_CCOW);
     if (opt == 0 || opt < -1 || opt > CCOW_OPT_HISTORY) opt = CCOW_OPT_OFF;
     if (!getenv("HPM_CCOW")) opt = CCOW_DEFAULT_OPT;   /* the default: see docs/ccow.md */
-    S.t_pct = CCOW_ADAPTIVE_START_T;
+    __atomic_store_n(&S.t_pct, CCOW_ADAPTIVE_START_T, __ATOMIC_RELAXED);
     const char *mech = getenv("HPM_CCOW_MECH");
     S.mech = CCOW_MECH_COLLAPSE;   /* fastest measured, see docs/ccow.md */
     if (mech && *mech && !_hpm_ccow_parse_mech(mech, &S.mech))
