@@ -2,7 +2,7 @@
  *
  * Small requests (<= 8 KiB) go to the calling thread's heap; medium ones
  * (up to 1 MiB) are page spans placed by the pageheap; larger ones take
- * whole hugepages. Every free is checked (DESIGN.md rule 7): the page map
+ * whole hugepages. Every free is checked (docs/allocator.md, "Checks"): the page map
  * says whether the pointer belongs to a live span, the size class says
  * whether it is a block start, and the free-block cookie catches double
  * frees. A bad pointer stops the process with one line on stderr.
@@ -15,16 +15,8 @@
 
 /* ---- errors ---- */
 
-void _hpm_fatal(const char *fn, const void *p, const char *what) {
-    char buf[256];
-    int n = snprintf(buf, sizeof buf, "hpmalloc: %s(%p): %s\n", fn, p, what);
-    _hpm_os->write_err(buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-    abort();
-}
-
 static void bad_pointer(const char *fn, const void *p) {
-    uintptr_t off = (uintptr_t)p - _hpm_map.base;
-    if (off < _hpm_map.top_bytes)
+    if (_hpm_ph_owns(p))
         _hpm_fatal(fn, p, "pointer into free memory of the hpmalloc heap (double free or dangling pointer)");
     _hpm_fatal(fn, p, "pointer was not allocated by hpmalloc (wild pointer)");
 }
@@ -43,7 +35,7 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
         s->free = b[0];
         b[1] = NULL;
         s->used++;
-        h->used_bytes += s->block_bytes;
+        hpm_used_add(h, s->block_bytes);
         return b;
     }
     void *p = _hpm_heap_alloc_slow(h, cls);
@@ -57,20 +49,20 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
     hpm_span_t *s = align_bytes <= HPM_PAGE_BYTES ? _hpm_spancache_get(h, pages) : NULL;
     if (s) {
-        h->used_bytes += (int64_t)s->n_pages << HPM_PAGE_SHIFT;
+        hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
         if (zero) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
         return (void *)s->start;
     }
     pthread_mutex_lock(&_hpm_ph.lock);
     if (pages >= HPM_LARGE_MIN_PAGES || align_bytes > HPM_HP_BYTES / 2)
-        s = _hpm_ph_alloc_large(&_hpm_ph, pages, align_bytes > HPM_HP_BYTES ? align_bytes : HPM_HP_BYTES);
+        s = _hpm_ph_alloc_large_zero(&_hpm_ph, pages, align_bytes > HPM_HP_BYTES ? align_bytes : HPM_HP_BYTES, zero);
     else if (align_bytes > HPM_PAGE_BYTES)
         s = _hpm_ph_alloc_aligned(&_hpm_ph, pages, align_bytes);
     else
         s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
     pthread_mutex_unlock(&_hpm_ph.lock);
     if (!s) { errno = ENOMEM; return NULL; }
-    h->used_bytes += (int64_t)s->n_pages << HPM_PAGE_SHIFT;
+    hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
     if (zero && !s->clean) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
     return (void *)s->start;
 }
@@ -103,8 +95,8 @@ static void *alloc_aligned(size_t alignment, size_t size) {
 static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     if (s->list == LIST_CACHED) _hpm_fatal(fn, p, "double free (allocation is already free)");
-    h->used_bytes -= (int64_t)s->n_pages << HPM_PAGE_SHIFT;
-    if (_hpm_spancache_put(h, s)) return;
+    if (h) hpm_used_add(h, -(int64_t)((int64_t)s->n_pages << HPM_PAGE_SHIFT));
+    if (h && _hpm_spancache_put(h, s)) return;
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, s);
     size_t cached = _hpm_ph.cache_count;
@@ -112,34 +104,59 @@ static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if (cached > _hpm_ph.cache_keep_hp) _hpm_background_kick();
 }
 
-static inline void free_checked(void *p, const char *fn) {
-    hpm_span_t *s = hpm_span_of(p);
-    if (unlikely(s == NULL)) bad_pointer(fn, p);
-    hpm_heap_t *h = heap_get();
-    if (unlikely(s->kind != SPAN_SLAB)) { free_span(h, s, p, fn); return; }
+/* The checks of a block start that failed: say which. */
+static __attribute__((noinline, cold, noreturn)) void free_bad_block(hpm_span_t *s, void *p, const char *fn) {
     uintptr_t off = (uintptr_t)p - s->start;
     uint32_t idx = (uint32_t)((off * s->recip) >> 32);
-    if (unlikely((uintptr_t)idx * s->block_bytes != off)) _hpm_fatal(fn, p, "interior pointer (not the start of a block)");
+    if ((uintptr_t)idx * s->block_bytes != off) _hpm_fatal(fn, p, "interior pointer (not the start of a block)");
+    _hpm_fatal(fn, p, "double free (block is already free)");
+}
+
+static inline bool block_ok(const hpm_span_t *s, void **b) {
+    uintptr_t off = (uintptr_t)b - s->start;
+    uint32_t idx = (uint32_t)((off * s->recip) >> 32);
+    return (uintptr_t)idx * s->block_bytes == off && (uint64_t)b[1] != hpm_cookie(b);
+}
+
+/* Everything but a local free into a slab: spans, other threads' and
+ * abandoned slabs, a thread without a heap, bad pointers. */
+static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
+    if (unlikely(s == NULL)) bad_pointer(fn, p);
+    if (!h) h = _hpm_heap_acquire();   /* may stay NULL: metadata ran out */
+    if (s->kind != SPAN_SLAB) { free_span(h, s, p, fn); return; }
     void **b = p;
-    if (unlikely((uint64_t)b[1] == hpm_cookie(b))) _hpm_fatal(fn, p, "double free (block is already free)");
+    if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
     b[1] = (void *)hpm_cookie(b);
-    h->used_bytes -= s->block_bytes;
-    if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
-        b[0] = s->free;
-        s->free = b;
-        s->used--;
-        if (unlikely(s->list != LIST_CURRENT && (s->list == LIST_FULL || s->used == 0))) _hpm_heap_free_slow(h, s);
+    if (h) {
+        hpm_used_add(h, -(int64_t)(s->block_bytes));
+        hpm_remote_poll(h);
+    }
+    _hpm_free_other(h, b);
+}
+
+/* A local free into a slab that is not current. */
+static __attribute__((noinline)) void free_local_slow(hpm_heap_t *h, hpm_span_t *s) {
+    _hpm_heap_free_slow(h, s);
+    hpm_remote_poll(h);
+}
+
+/* The common case is a block of a slab this thread owns: one owner
+ * compare, the block-start and double-free checks, the push. */
+static inline void free_checked(void *p, const char *fn) {
+    hpm_span_t *s = hpm_span_of(p);
+    hpm_heap_t *h = _hpm_tls_heap;
+    if (unlikely(s == NULL || h == NULL || atomic_load_explicit(&s->owner, memory_order_relaxed) != h)) {
+        free_other(h, s, p, fn);
         return;
     }
-    /* another thread's (or an abandoned) slab */
-    void *head = atomic_load_explicit(&s->xfree, memory_order_relaxed);
-    do { b[0] = head; } while (!atomic_compare_exchange_weak(&s->xfree, &head, b));
-    hpm_heap_t *owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
-    if (owner == NULL) { _hpm_heap_adopt_on_free(h, s); return; }
-    if (atomic_load(&s->parked_full) && atomic_exchange(&s->parked_full, 0)) {
-        owner = atomic_load(&s->owner);
-        if (owner) atomic_fetch_add(&owner->delayed, 1);
-    }
+    void **b = p;
+    if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
+    b[1] = (void *)hpm_cookie(b);
+    b[0] = s->free;
+    s->free = b;
+    hpm_used_add(h, -(int64_t)(s->block_bytes));
+    s->used--;
+    if (unlikely(s->list != LIST_CURRENT) && (s->list == LIST_FULL || s->used == 0)) free_local_slow(h, s);
 }
 
 /* ---- the public functions ---- */
@@ -180,11 +197,17 @@ HPM_API bool hpm_range(const void *p, void **base, size_t *size) {
     return true;
 }
 
+/* Like free, an invalid pointer stops the process (every peer crashes or
+ * aborts on one; returning 0 would hide the bug). */
 HPM_API size_t hpm_usable_size(const void *p) {
     size_t size = 0;
     void *base;
-    if (p && hpm_range(p, &base, &size) && base == p) return size;
-    return 0;
+    if (!p) return 0;
+    if (likely(hpm_range(p, &base, &size) && base == p)) return size;
+    const char *fn = "malloc_usable_size";
+    if (!hpm_span_of(p)) bad_pointer(fn, p);
+    if (hpm_range(p, &base, &size)) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
+    _hpm_fatal(fn, p, "pointer is not a live allocation (double free or dangling pointer)");
 }
 
 HPM_API void *hpm_realloc(void *p, size_t size) {
@@ -236,7 +259,10 @@ HPM_API int hpm_posix_memalign(void **out, size_t alignment, size_t size) {
 HPM_API void hpm_free_sized(void *p, size_t size) { (void)size; hpm_free(p); }
 HPM_API void hpm_free_aligned_sized(void *p, size_t alignment, size_t size) { (void)alignment; (void)size; hpm_free(p); }
 
-/* ---- libc names (the shared library interposes them; so does -lhpmalloc) ---- */
+/* ---- libc names (the shared library interposes them; so does -lhpmalloc) ----
+ * -DHPM_NO_OVERRIDE leaves them out, so that a sanitizer's allocator can run
+ * beside the hpm_* API (make asan/ubsan/tsan, docs/tests.md). */
+#ifndef HPM_NO_OVERRIDE
 #define HPM_ALIAS(name) __attribute__((alias(#name), visibility("default"), used))
 void *malloc(size_t) HPM_ALIAS(hpm_malloc);
 void free(void *) HPM_ALIAS(hpm_free);
@@ -271,6 +297,7 @@ HPM_API int malloc_trim(size_t pad) {
     pthread_mutex_unlock(&_hpm_ph.lock);
     return bytes > 0;
 }
+#endif /* HPM_NO_OVERRIDE */
 
 HPM_API size_t hpm_trim(void) {
     hpm_ensure_init();

@@ -1,20 +1,23 @@
-/* heap.c: per-thread heaps, the lock-free front end (DESIGN.md rule 6).
+/* heap.c: per-thread heaps, the lock-free front end (docs/allocator.md, "Threads").
  *
  * Each thread owns a heap: per size class a current slab (the fast path
  * pops its free list), a list of slabs with free blocks (avail) and a list
  * of slabs that were full when last looked at (full). Frees by the owner
- * push onto the slab's free list; frees by other threads push onto the
- * slab's atomic xfree stack. A remote free into a parked-full slab clears
- * its parked_full flag and bumps the owner's `delayed` counter, so the
- * owner knows to move it back to avail (a Dekker-style handshake:
- * the owner sets the flag then rechecks xfree; the remote pushes then
- * checks the flag, both sequentially consistent, so no free is missed).
- * At thread exit the heap's non-empty slabs are abandoned to a global
- * per-class list; other threads adopt them when they need a slab.
+ * push onto the slab's free list. Frees by other threads never touch the
+ * slab: they travel as batched messages to the owner's inbox (remote.c),
+ * and the owner frees them locally on its slow paths, so a full slab
+ * becomes available again without any handshake.
+ * At thread exit the heap's empty slabs go back to the pageheap at once and
+ * the others are abandoned to a per-class list; a thread that needs a slab
+ * of that class, or frees a block into one, takes it over (adopts it). A
+ * free into an abandoned slab that cannot be adopted (an exiting or
+ * coloured heap) goes into the slab under the list's lock, and the slab
+ * returns to the pageheap when that empties it.
  *
- * Invariant: a slab is on exactly one of: a heap's current/avail/full,
- * the abandoned list, or none (being moved by its owner). Only the owner
- * touches s->free and s->used. */
+ * Invariant: a slab is on exactly one of: a heap's current/avail/full, the
+ * abandoned list of its class (owner NULL, under abandoned_lock[class]),
+ * or none while it is moved. Only the owner, or the holder of the class's
+ * abandoned lock for an abandoned slab, touches s->free and s->used. */
 #include <errno.h>
 #include <string.h>
 #include "internal.h"
@@ -24,7 +27,7 @@ hpm_span_t _hpm_empty_span;
 
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static hpm_heap_t *heaps_all, *heaps_free;
-static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t abandoned_lock[HPM_CLASSES] = {[0 ... HPM_CLASSES - 1] = PTHREAD_MUTEX_INITIALIZER};
 static hpm_span_t *abandoned[HPM_CLASSES];
 static pthread_key_t heap_key;
 static bool heap_key_ok;
@@ -35,12 +38,12 @@ static void slist_push(hpm_span_t **head, hpm_span_t *s, int list) {
     s->prev = NULL;
     s->next = *head;
     if (*head) (*head)->prev = s;
-    *head = s;
+    __atomic_store_n(head, s, __ATOMIC_RELAXED);   /* heap_adopt peeks at the head without the lock */
     s->list = (uint8_t)list;
 }
 
 static void slist_remove(hpm_span_t **head, hpm_span_t *s) {
-    if (s->prev) s->prev->next = s->next; else *head = s->next;
+    if (s->prev) s->prev->next = s->next; else __atomic_store_n(head, s->next, __ATOMIC_RELAXED);
     if (s->next) s->next->prev = s->prev;
     s->next = s->prev = NULL;
     s->list = LIST_NONE;
@@ -80,72 +83,88 @@ static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     return s;
 }
 
-/* Make every free block of the slab available: remote frees and blocks
- * of pages given back by subrelease. True when it has a free block. */
+/* An own slab that became empty: kept for reuse (no pageheap lock, no
+ * re-format) while the heap keeps fewer than HPM_HEAP_EMPTY_SLABS of them,
+ * so that producer/consumer traffic and allocation waves that cross slab
+ * boundaries do not give slabs back and take them again; else released. */
+static void slab_retire(hpm_heap_t *h, hpm_span_t *s) {
+    if (h->active && h->empty_slabs < HPM_HEAP_EMPTY_SLABS) {
+        slist_push(&h->empty[s->class_idx], s, LIST_EMPTY);
+        h->empty_slabs++;
+        return;
+    }
+    slab_release(s);
+}
+
+static void heap_release_kept(hpm_heap_t *h) {
+    for (unsigned c = 0; c < HPM_CLASSES && h->empty_slabs; c++) {
+        hpm_span_t *s;
+        while ((s = slist_pop(&h->empty[c]))) {
+            h->empty_slabs--;
+            slab_release(s);
+        }
+    }
+}
+
+/* Make every free block of the slab available (blocks of pages given back
+ * by subrelease). True when it has a free block. */
 static bool slab_gather(hpm_span_t *s) {
-    _hpm_slab_collect(s);
     if (!s->free) _hpm_slab_refill(s);
     return s->free != NULL;
 }
 
-/* Put an exhausted slab on the full list, unless remote frees arrived. */
-static void slab_park(hpm_heap_t *h, hpm_span_t *s) {
-    atomic_store(&s->parked_full, 1);
-    if (atomic_load(&s->xfree) != NULL) {
-        atomic_store(&s->parked_full, 0);
-        slist_push(&h->avail[s->class_idx], s, LIST_AVAIL);
-        return;
-    }
-    slist_push(&h->full[s->class_idx], s, LIST_FULL);
-}
-
-/* Move full slabs that received remote frees back to avail. */
-static void heap_sweep_delayed(hpm_heap_t *h) {
-    atomic_store(&h->delayed, 0);
-    for (unsigned c = 0; c < HPM_CLASSES; c++) {
-        for (hpm_span_t *s = h->full[c], *next; s; s = next) {
-            next = s->next;
-            if (atomic_load(&s->parked_full)) continue;
-            slist_remove(&h->full[c], s);
-            slist_push(&h->avail[c], s, LIST_AVAIL);
-        }
-    }
+static bool may_adopt(const hpm_heap_t *h, unsigned cls) {
+    return h->active && !(h->colour_mask && _hpm_classes[cls].block_bytes <= HPM_COLOUR_MAX_BLOCK);
 }
 
 /* Take over up to a few abandoned slabs of class cls; returns one with a
  * free block (as current) or NULL. */
 static hpm_span_t *heap_adopt(hpm_heap_t *h, unsigned cls) {
-    if (!__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED)) return NULL;
-    if (h->colour_mask && _hpm_classes[cls].block_bytes <= HPM_COLOUR_MAX_BLOCK) return NULL;  /* colours unknown */
+    if (!__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED) || !may_adopt(h, cls)) return NULL;
     hpm_span_t *got = NULL;
-    pthread_mutex_lock(&abandoned_lock);
+    pthread_mutex_lock(&abandoned_lock[cls]);
     for (int tries = 0; tries < 8 && !got; tries++) {
         hpm_span_t *s = slist_pop(&abandoned[cls]);
         if (!s) break;
-        atomic_store(&s->owner, h);
+        atomic_store_explicit(&s->owner, h, memory_order_relaxed);
         if (slab_gather(s)) got = s;
-        else slab_park(h, s);
+        else slist_push(&h->full[cls], s, LIST_FULL);
     }
-    pthread_mutex_unlock(&abandoned_lock);
+    pthread_mutex_unlock(&abandoned_lock[cls]);
     return got;
 }
 
-/* A thread that frees into an abandoned slab takes it over, so that its
- * later frees there are local rather than atomic (larson-like servers,
- * where a new thread inherits the blocks of one that exited). */
-void _hpm_heap_adopt_on_free(hpm_heap_t *h, hpm_span_t *s) {
+/* A free into an abandoned slab. The freeing thread takes the slab over
+ * when it may, so that its later frees there are local (larson-like
+ * servers, where a new thread inherits the blocks of one that exited).
+ * False when the slab was adopted meanwhile (the caller routes again). */
+static bool free_abandoned(hpm_heap_t *h, hpm_span_t *s, void **b) {
     unsigned cls = s->class_idx;
-    if (h->colour_mask && _hpm_classes[cls].block_bytes <= HPM_COLOUR_MAX_BLOCK) return;
-    if (pthread_mutex_trylock(&abandoned_lock) != 0) return;
-    if (s->list == LIST_ABANDONED && atomic_load(&s->owner) == NULL) {
-        slist_remove(&abandoned[cls], s);
-        atomic_store(&s->owner, h);
-        _hpm_slab_collect(s);
-        if (s->used == 0) slab_release(s);
-        else if (s->free) slist_push(&h->avail[cls], s, LIST_AVAIL);
-        else slab_park(h, s);
+    pthread_mutex_lock(&abandoned_lock[cls]);
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL || s->list != LIST_ABANDONED) {
+        pthread_mutex_unlock(&abandoned_lock[cls]);
+        return false;
     }
-    pthread_mutex_unlock(&abandoned_lock);
+    b[0] = s->free;
+    s->free = b;
+    s->used--;
+    bool empty = s->used == 0, adopt = !empty && h && may_adopt(h, cls);   /* decided under the lock */
+    if (empty || adopt) slist_remove(&abandoned[cls], s);
+    if (adopt) atomic_store_explicit(&s->owner, h, memory_order_relaxed);
+    pthread_mutex_unlock(&abandoned_lock[cls]);
+    if (empty) slab_release(s);   /* no live block left: nobody else can reach it */
+    else if (adopt) slist_push(&h->avail[cls], s, LIST_AVAIL);
+    return true;
+}
+
+void _hpm_free_other(hpm_heap_t *h, void **b) {
+    hpm_span_t *s = hpm_span_of(b);
+    for (;;) {
+        hpm_heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+        if (owner != NULL && owner == h) { hpm_slab_free_local(h, s, b); return; }
+        if (owner != NULL) { _hpm_remote_push(h, owner, b); return; }
+        if (free_abandoned(h, s, b)) return;
+    }
 }
 
 static inline void *slab_pop(hpm_heap_t *h, hpm_span_t *s) {
@@ -153,50 +172,59 @@ static inline void *slab_pop(hpm_heap_t *h, hpm_span_t *s) {
     s->free = b[0];
     b[1] = NULL;
     s->used++;
-    h->used_bytes += s->block_bytes;
+    hpm_used_add(h, s->block_bytes);
     return b;
 }
 
 void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
+    hpm_remote_poll(h);
+    if (h->outbox_blocks) _hpm_remote_flush(h);
     hpm_span_t *s = h->current[cls];
     if (s != &_hpm_empty_span) {
         if (slab_gather(s)) return slab_pop(h, s);
-        s->list = LIST_NONE;
-        slab_park(h, s);
         h->current[cls] = &_hpm_empty_span;
+        slist_push(&h->full[cls], s, LIST_FULL);
     }
-    if (atomic_load_explicit(&h->delayed, memory_order_relaxed)) heap_sweep_delayed(h);
     while ((s = slist_pop(&h->avail[cls]))) {
         if (slab_gather(s)) break;
-        slab_park(h, s);
+        slist_push(&h->full[cls], s, LIST_FULL);
     }
+    if (!s && (s = slist_pop(&h->empty[cls]))) h->empty_slabs--;
     if (!s) s = heap_adopt(h, cls);
     if (!s) s = slab_new(h, cls);
     if (!s) return NULL;
     s->list = LIST_CURRENT;
     h->current[cls] = s;
+    hpm_check_internal(_hpm_check_span, s);
     return slab_pop(h, s);
 }
 
-/* Local free into a slab that is not current: unpark a full one, return an
- * empty one to the pageheap. */
+/* A free into an own slab that is not current: a full one becomes
+ * available, an empty one returns to the pageheap. */
 void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
     unsigned cls = s->class_idx;
     if (s->list == LIST_FULL) {
         slist_remove(&h->full[cls], s);
-        atomic_store(&s->parked_full, 0);
         slist_push(&h->avail[cls], s, LIST_AVAIL);
     }
-    if (s->used == 0 && s->list == LIST_AVAIL && atomic_load(&s->xfree) == NULL) {
+    if (s->used == 0 && s->list == LIST_AVAIL) {
         slist_remove(&h->avail[cls], s);
-        slab_release(s);
+        slab_retire(h, s);
     }
 }
 
 /* ---- heap lifetime ---- */
 
+/* Thread exit: outgoing frees sent, incoming ones freed, empty slabs back
+ * to the pageheap, the rest abandoned; then the inbox is closed and what
+ * arrived meanwhile goes into the abandoned slabs. */
 static void heap_abandon(hpm_heap_t *h) {
+    hpm_check_expensive(_hpm_check_heap, h);
+    h->active = false;
+    _hpm_remote_flush(h);
+    _hpm_remote_drain(h);
     _hpm_spancache_flush(h);
+    heap_release_kept(h);
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
         h->current[c] = &_hpm_empty_span;
@@ -205,17 +233,16 @@ static void heap_abandon(hpm_heap_t *h) {
             for (hpm_span_t *s = lists[l], *next; s; s = next) {
                 next = l == 0 ? NULL : s->next;
                 s->next = s->prev = NULL;
-                _hpm_slab_collect(s);
+                s->list = LIST_NONE;
                 if (s->used == 0) { slab_release(s); continue; }
-                atomic_store(&s->owner, NULL);
-                atomic_store(&s->parked_full, 0);
-                pthread_mutex_lock(&abandoned_lock);
+                pthread_mutex_lock(&abandoned_lock[c]);
+                atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
                 slist_push(&abandoned[c], s, LIST_ABANDONED);
-                pthread_mutex_unlock(&abandoned_lock);
+                pthread_mutex_unlock(&abandoned_lock[c]);
             }
         }
     }
-    h->active = false;
+    _hpm_remote_close(h);
 }
 
 static void heap_thread_exit(void *arg) {
@@ -231,6 +258,8 @@ static void heap_thread_exit(void *arg) {
 
 void _hpm_heaps_init(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) abandoned[c] = NULL;
+    _hpm_lock_rank(&heaps_lock, HPM_LOCK_HEAPS);
+    _hpm_lock_rank(&abandoned_lock, HPM_LOCK_ABANDONED);
     heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
 }
 
@@ -251,10 +280,11 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     }
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         h->current[c] = &_hpm_empty_span;
-        h->avail[c] = h->full[c] = NULL;
+        h->avail[c] = h->full[c] = h->empty[c] = NULL;
         h->slabs_made[c] = 0;
     }
-    atomic_store(&h->delayed, 0);
+    h->empty_slabs = 0;
+    _hpm_remote_open(h);
     h->colour_mask = (uint64_t)_hpm_option(HPM_OPT_COLORS);
     h->active = true;
     h->next_free = NULL;
@@ -278,11 +308,13 @@ int64_t _hpm_heaps_used_bytes(void) {
 void _hpm_heap_release_empty(bool shed) {
     hpm_heap_t *h = _hpm_tls_heap;
     if (!h) return;
+    _hpm_remote_flush(h);
+    _hpm_remote_drain(h);
     _hpm_spancache_flush(h);
+    heap_release_kept(h);
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_span_t *s = h->current[c];
         if (s != &_hpm_empty_span) {
-            _hpm_slab_collect(s);
             if (s->used == 0) {
                 h->current[c] = &_hpm_empty_span;
                 s->list = LIST_NONE;
@@ -293,7 +325,6 @@ void _hpm_heap_release_empty(bool shed) {
         }
         for (s = h->avail[c]; s; ) {
             hpm_span_t *next = s->next;
-            _hpm_slab_collect(s);
             if (s->used == 0) { slist_remove(&h->avail[c], s); slab_release(s); }
             else if (shed) _hpm_slab_shed(s);
             s = next;
@@ -301,19 +332,15 @@ void _hpm_heap_release_empty(bool shed) {
     }
 }
 
-/* Give back abandoned slabs that remote frees have emptied (for trim). */
+/* Shed the free pages of abandoned slabs (for trim; an abandoned slab
+ * that empties is released at once). */
 void _hpm_heaps_reclaim_abandoned(bool shed) {
-    pthread_mutex_lock(&abandoned_lock);
+    if (!shed) return;
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
-        for (hpm_span_t *s = abandoned[c], *next; s; s = next) {
-            next = s->next;
-            _hpm_slab_collect(s);
-            if (s->used) { if (shed) _hpm_slab_shed(s); continue; }
-            slist_remove(&abandoned[c], s);
-            slab_release(s);
-        }
+        pthread_mutex_lock(&abandoned_lock[c]);
+        for (hpm_span_t *s = abandoned[c]; s; s = s->next) _hpm_slab_shed(s);
+        pthread_mutex_unlock(&abandoned_lock[c]);
     }
-    pthread_mutex_unlock(&abandoned_lock);
 }
 
 HPM_API int hpm_thread_colors(uint64_t mask) {
@@ -329,21 +356,39 @@ HPM_API int hpm_thread_colors(uint64_t mask) {
 
 void _hpm_heap_fork_prepare(void) {
     pthread_mutex_lock(&heaps_lock);
-    pthread_mutex_lock(&abandoned_lock);
+    for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_lock(&abandoned_lock[c]);
 }
 
 void _hpm_heap_fork_parent(void) {
-    pthread_mutex_unlock(&abandoned_lock);
+    for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_unlock(&abandoned_lock[c]);
     pthread_mutex_unlock(&heaps_lock);
+}
+
+/* A thread that did not survive the fork may have stopped inside a fast
+ * path, between popping or pushing a block and counting it in used: count
+ * the slabs of its heap again from their free lists (which each push and
+ * pop change with one store). */
+static void heap_recount_dead(hpm_heap_t *h) {
+    for (unsigned c = 0; c < HPM_CLASSES; c++) {
+        hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
+        for (int l = 0; l < 3; l++) {
+            for (hpm_span_t *s = lists[l]; s; s = l == 0 ? NULL : s->next) {
+                uint32_t n_free = 0;
+                for (void **b = s->free; b && n_free <= s->capacity; b = b[0]) n_free++;
+                if (n_free + s->held_blocks <= s->capacity) s->used = s->capacity - n_free - s->held_blocks;
+            }
+        }
+    }
 }
 
 /* In the child only this thread survives: abandon every other thread's
  * heap so its slabs can be adopted, and retire those heaps. */
 void _hpm_heap_fork_child(void) {
-    pthread_mutex_init(&abandoned_lock, NULL);
+    for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_init(&abandoned_lock[c], NULL);
     pthread_mutex_init(&heaps_lock, NULL);
     for (hpm_heap_t *h = heaps_all; h; h = h->next_all) {
         if (h == _hpm_tls_heap || !h->active) continue;
+        heap_recount_dead(h);
         heap_abandon(h);
         h->next_free = heaps_free;
         heaps_free = h;

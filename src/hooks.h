@@ -26,6 +26,9 @@ HPM_INTERNAL size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max);
 /* Allocation for feature metadata that must never recurse into malloc:
  * zeroed, 64-byte aligned, never freed. NULL when out of memory. */
 HPM_INTERNAL void *_hpm_meta_alloc(size_t size_bytes);
+/* The start-up gate: starts the allocator unless it has started (returns
+ * at once then). Public entry points of the features call it. */
+HPM_INTERNAL void _hpm_init_slow(void);
 /* Formats like snprintf and writes to stderr through the OS table. */
 HPM_INTERNAL void _hpm_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

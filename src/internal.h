@@ -12,13 +12,27 @@
  *   pageheap  the global back end (hugepage.c): places spans into hugepages,
  *             tracks hybrids, caches and releases empty hugepages.
  *
- * Layer order (a file calls only layers below it):
- *   alloc.c override.c static.c   api
- *   heap.c                        per-thread heaps, fast paths, remote frees
- *   slab.c                        slab setup and free-list collection
- *   hugepage.c filler.c release.c the pageheap: placement, hybrids, release
- *   meta.c options.c stats.c      metadata memory, options, counters
- *   prim/                         the OS table
+ * Layer order, top to bottom. A file calls (and writes) only files of its
+ * own layer or below; tests/scripts/layers.sh reads this list and checks
+ * every object's undefined symbols against it, so the list must name every
+ * source file and only files that exist.
+ *   cxx/new.cc                             C++ operator new/delete, on the public API
+ *   alloc.c control.c static.c             api: malloc family; options and counters
+ *   init.c                                 start-up, fork handlers, background thread
+ *   publish.c ccow/ color/                 features beside the core (hooks.h)
+ *   stats.c                                counters, pulled from the layers below
+ *   heap.c spancache.c                     per-thread heaps, fast paths, remote frees
+ *   slab.c                                 slab setup and free-list collection
+ *   hugepage.c filler.c release.c arena.c meta.c bits.h   the pageheap, its arenas, metadata memory
+ *   options.c sizeclass.c message.c        option values, size classes, messages
+ *   lockorder.c                            the lock-order check (debug builds)
+ *   prim/                                  the OS table
+ *   check.c                                read-only invariant checkers: outside the order
+ * The one exception is the start-up gate: hpm_ensure_init() (_hpm_ready,
+ * _hpm_init_slow) may be called from any layer's entry points; the
+ * checkers read every layer and are called from any (debug tier). Upward
+ * notifications go through hooks set by the upper layer (the pageheap's
+ * on_change, set by stats.c), never through calls.
  *
  * Invariant: every address in [arena_base, arena_top) maps, through
  * page_map, to the span that owns its page, or to NULL when the page is
@@ -33,6 +47,8 @@
 #include "hooks.h"
 #include "hpmalloc.h"
 #include "prim/prim.h"
+#include "debug.h"
+#include "lockorder.h"
 
 #define HPM_API __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -69,7 +85,7 @@ static inline unsigned hpm_size_class(size_t size) {
 
 /* ---- spans ---- */
 enum { SPAN_NONE = 0, SPAN_SLAB, SPAN_MEDIUM, SPAN_LARGE };
-enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED, LIST_CACHED };
+enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED, LIST_CACHED, LIST_EMPTY };
 
 typedef struct hpm_heap_s hpm_heap_t;
 typedef struct hpm_span_s hpm_span_t;
@@ -83,9 +99,7 @@ struct hpm_span_s {
     uint32_t recip;
     uintptr_t start;
     /* shared */
-    _Atomic(void *) xfree;          /* blocks freed by other threads */
     _Atomic(hpm_heap_t *) owner;    /* NULL when abandoned or not a slab */
-    atomic_int parked_full;         /* 1 while on the owner's full list (see heap.c) */
     uint8_t kind;
     uint8_t class_idx;
     uint8_t list;                   /* which heap list it is on */
@@ -116,6 +130,7 @@ typedef struct hpm_hp_s {
     uint16_t subrel_pages;
     uint8_t state, backing, set, bin_linked;
     uint32_t index;
+    uintptr_t addr;                 /* its 2 MiB of the arena that holds it */
     uint64_t empty_since_ns;
     struct hpm_hp_s *next, *prev;   /* filler bin list or empty cache list */
 } hpm_hp_t;
@@ -128,16 +143,29 @@ typedef struct {
     size_t count;
 } hpm_filler_set_t;
 
+/* One reservation holding heap hugepages (arena.c). Hugepage indices run
+ * on across arenas: arena k holds [first_hp, first_hp + n_hp). */
+typedef struct {
+    uintptr_t base;                 /* 2 MiB aligned (1 GiB where room allows) */
+    size_t first_hp, n_hp;
+    hpm_meta_region_t map_region;   /* page-map chunks for the GiBs it spans */
+} hpm_arena_t;
+#define HPM_MAX_ARENAS 64
+
 typedef struct hpm_pageheap_s {
     const hpm_os_t *os;
     pthread_mutex_t lock;
-    uintptr_t base;                 /* arena start, 2 MiB (or 1 GiB) aligned */
-    size_t reserved_hp;             /* arena capacity in hugepages */
+    uintptr_t base;                 /* the first arena's start */
+    size_t reserved_hp;             /* hugepage indices reserved, over all arenas */
     size_t top_hp;                  /* hugepages [0, top_hp) have been used */
     size_t committed_hp;            /* hugepages [0, committed_hp) are accessible */
     int page_mode;                  /* PAGES_* */
-    hpm_hp_t *hps;                  /* one per arena hugepage (metadata) */
-    hpm_span_t **page_map;          /* one per arena page */
+    hpm_hp_t *hps;                  /* one per hugepage index (metadata) */
+    hpm_span_t **page_map;          /* the first arena's pages (tests); all go through _hpm_l1 */
+    hpm_arena_t arenas[HPM_MAX_ARENAS];
+    unsigned n_arenas;
+    size_t index_cap_hp;            /* hugepage indices the descriptor region can hold */
+    size_t first_arena_hp;          /* the size asked for the first arena */
     hpm_filler_set_t sets[SET_COUNT];
     hpm_hp_t *cache_head, *cache_tail;  /* empty, backed; head = newest */
     size_t cache_count;
@@ -154,18 +182,30 @@ typedef struct hpm_pageheap_s {
     hpm_hp_t *released_head;        /* empty, not backed */
     size_t used_pages_total;        /* used pages over all active hugepages */
     hpm_meta_region_t hp_region, map_region;
+    /* counts that only the stats layer reads (it pulls them, stats.c) */
+    uint64_t hugetlb_hp;            /* hugepages backed by hugetlbfs, in 2 MiB units */
+    uint64_t fallback_total;        /* hugetlb/1g requests that fell back to THP */
+    uint64_t large_allocs_total;    /* allocations of whole hugepages */
+    /* Called under the lock after the counts change, so the published
+     * counters stay live; set by the stats layer (_hpm_stats_watch) for the
+     * process's own pageheap only. NULL: nobody watches. */
+    void (*on_change)(const struct hpm_pageheap_s *ph);
 } hpm_pageheap_t;
+
+/* The pageheap's counts changed (the caller holds ph->lock). */
+static inline void hpm_ph_changed(hpm_pageheap_t *ph) { if (ph->on_change) ph->on_change(ph); }
 
 HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
 
-/* Read-mostly copy of what free() needs, on its own cache line so that
- * pageheap lock traffic does not slow the fast paths of other threads. */
-typedef struct {
-    uintptr_t base;
-    uintptr_t top_bytes;            /* arena bytes in use: [base, base + top_bytes) */
-    hpm_span_t **page_map;
-} __attribute__((aligned(64))) hpm_map_t;
-HPM_INTERNAL extern hpm_map_t _hpm_map;
+/* The page map, by address (arena.c): _hpm_l1[addr >> 30] is NULL or the
+ * map chunk of that GiB, one span pointer per 4 KiB page, written once
+ * (committed whole before it is published) and never moved. Lookups are
+ * two loads whatever the number of arenas; free() reads it without locks. */
+#define HPM_ADDR_BITS 48   /* user addresses on x86-64 (47) and arm64 (48) */
+#define HPM_L1_SHIFT 30
+#define HPM_L1_ENTRIES ((size_t)1 << (HPM_ADDR_BITS - HPM_L1_SHIFT))
+#define HPM_CHUNK_PAGES ((size_t)1 << (HPM_L1_SHIFT - HPM_PAGE_SHIFT))
+HPM_INTERNAL extern hpm_span_t **_hpm_l1[HPM_L1_ENTRIES];
 
 /* Set up a pageheap over a fresh arena of reserve_bytes. Returns 0 or errno. */
 HPM_INTERNAL int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, int page_mode);
@@ -176,6 +216,9 @@ HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, 
 /* Whole hugepages for n_pages >= HPM_LARGE_MIN_PAGES, start aligned to
  * align_bytes (>= 2 MiB); the tail of the last hugepage is left free. */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
+/* The same; with zero, the span is returned clean (reads as zero): pages
+ * written before are given back or cleared here, others are left alone. */
+HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes, bool zero);
 /* Page-aligned span of n_pages whose start is aligned to align_bytes
  * (4 KiB < align <= 1 MiB), for medium aligned allocations. */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
@@ -189,51 +232,85 @@ HPM_INTERNAL void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns);
 /* Release everything possible now. subrelease: also free pages inside
  * partial hugepages, emptiest first. Returns bytes released. */
 HPM_INTERNAL size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease);
-/* Copy the pageheap's counts into the published counters. */
-HPM_INTERNAL void _hpm_ph_publish(hpm_pageheap_t *ph);
+/* The release policy, set in one call (by options.c, at start and on
+ * hpm_option_set). Takes ph->lock. */
+HPM_INTERNAL void _hpm_ph_configure(hpm_pageheap_t *ph, size_t release_delay_ms, size_t cache_keep_hp, bool subrelease);
 
 /* filler.c: the sets of partial hugepages */
 HPM_INTERNAL void _hpm_filler_insert(hpm_pageheap_t *ph, hpm_hp_t *hp);
 HPM_INTERNAL void _hpm_filler_remove(hpm_pageheap_t *ph, hpm_hp_t *hp);
 HPM_INTERNAL hpm_hp_t *_hpm_filler_find(hpm_pageheap_t *ph, int set, size_t n_pages);
-HPM_INTERNAL unsigned _hpm_bits_longest_run(const uint64_t bits[8], unsigned *start);
-HPM_INTERNAL unsigned _hpm_bits_run_around(const uint64_t bits[8], unsigned first, unsigned n, unsigned *start);
-HPM_INTERNAL bool _hpm_bits_any_range(const uint64_t bits[8], unsigned from, unsigned n);
-HPM_INTERNAL int _hpm_bits_find_run(const uint64_t bits[8], unsigned n, unsigned from);
-HPM_INTERNAL void _hpm_bits_set_range(uint64_t bits[8], unsigned from, unsigned n, bool value);
-HPM_INTERNAL unsigned _hpm_bits_count_range(const uint64_t bits[8], unsigned from, unsigned n);
+#include "bits.h"   /* _hpm_bits_*: the 512-page bitmaps */
 
 static inline uintptr_t hpm_hp_addr(const hpm_pageheap_t *ph, const hpm_hp_t *hp) {
-    return ph->base + ((uintptr_t)hp->index << HPM_HP_SHIFT);
+    (void)ph;
+    return hp->addr;
 }
 
 static inline hpm_span_t *hpm_span_of(const void *p) {
-    uintptr_t off = (uintptr_t)p - _hpm_map.base;
-    if (unlikely(off >= __atomic_load_n(&_hpm_map.top_bytes, __ATOMIC_ACQUIRE))) return NULL;
-    return _hpm_map.page_map[off >> HPM_PAGE_SHIFT];
+    uintptr_t a = (uintptr_t)p;
+    if (unlikely(a >> HPM_ADDR_BITS)) return NULL;
+    hpm_span_t **chunk = __atomic_load_n(&_hpm_l1[a >> HPM_L1_SHIFT], __ATOMIC_ACQUIRE);
+    if (unlikely(!chunk)) return NULL;
+    return chunk[(a >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1)];
 }
+
+/* ---- arenas (arena.c) ---- */
+/* Address space a new reservation may still take under RLIMIT_AS
+ * (SIZE_MAX without a limit). */
+HPM_INTERNAL size_t _hpm_as_room_bytes(const hpm_os_t *os);
+/* Reserve want bytes, at most half the room left under RLIMIT_AS, halving
+ * on failure down to min_bytes; *got_bytes says how much. NULL if none. */
+HPM_INTERNAL void *_hpm_reserve_sized(const hpm_os_t *os, size_t want_bytes, size_t min_bytes, size_t align_bytes, size_t *got_bytes);
+/* A new arena for at least need_hp hugepages whose first one is aligned
+ * to align_hp; 0 or ENOMEM. */
+HPM_INTERNAL int _hpm_arena_add(hpm_pageheap_t *ph, size_t need_hp, size_t align_hp);
+/* The arena holding index idx, or the address addr; NULL if none. */
+HPM_INTERNAL hpm_arena_t *_hpm_arena_of_index(hpm_pageheap_t *ph, size_t idx);
+HPM_INTERNAL hpm_arena_t *_hpm_arena_of_addr(hpm_pageheap_t *ph, uintptr_t addr);
+/* Make the page map cover [from, to) (map chunks committed, published). */
+HPM_INTERNAL int _hpm_map_cover(hpm_pageheap_t *ph, hpm_arena_t *a, uintptr_t from, uintptr_t to);
+/* The map entries of the 512 pages of hugepage hp. */
+static inline hpm_span_t **hpm_hp_map(const hpm_hp_t *hp) {
+    return _hpm_l1[hp->addr >> HPM_L1_SHIFT] + ((hp->addr >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1));
+}
+/* p lies in the used part of the process's heap (for error messages). */
+HPM_INTERNAL bool _hpm_ph_owns(const void *p);
 
 /* ---- metadata (meta.c) ---- */
 HPM_INTERNAL int _hpm_meta_init(const hpm_os_t *os);
 HPM_INTERNAL int _hpm_meta_region_init(hpm_meta_region_t *r, size_t reserve_bytes);
 HPM_INTERNAL int _hpm_meta_region_ensure(hpm_meta_region_t *r, size_t bytes_from_base);
+/* Fork: the metadata lock is taken last by the prepare handler. */
+HPM_INTERNAL void _hpm_meta_fork_prepare(void);
+HPM_INTERNAL void _hpm_meta_fork_parent(void);
+HPM_INTERNAL void _hpm_meta_fork_child(void);
 HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 
-/* ---- heaps (heap.c, slab.c) ---- */
+/* ---- heaps (heap.c, slab.c, remote.c) ---- */
+#define HPM_OUTBOX_SLOTS 8                  /* owners batched at once (a power of two) */
+#define HPM_OUTBOX_BATCH 64                 /* blocks handed over with one CAS */
+#define HPM_HEAP_EMPTY_SLABS 16             /* emptied slabs a heap keeps for reuse */
+typedef struct { hpm_heap_t *to; void **head, **tail; uint32_t count; } hpm_outbox_t;
 struct hpm_heap_s {
     int64_t used_bytes;                 /* this thread's net allocated bytes (first: shares a line with current[]) */
     hpm_span_t *current[HPM_CLASSES];   /* never NULL: an empty sentinel when none */
     hpm_span_t *avail[HPM_CLASSES];     /* slabs with free blocks (besides current) */
     hpm_span_t *full[HPM_CLASSES];      /* slabs with no free block when last looked at */
+    hpm_span_t *empty[HPM_CLASSES];     /* emptied slabs kept for reuse (at most HPM_HEAP_EMPTY_SLABS in all) */
+    uint32_t empty_slabs;
     uint8_t slabs_made[HPM_CLASSES];    /* slabs taken per class, saturating at 255 */
-    atomic_uint delayed;                /* remote frees that hit a full slab */
     uint64_t colour_mask;
     hpm_span_t *span_cache[HPM_SPANCACHE_MAX_PAGES + 1];    /* freed medium spans by page count */
     uint8_t span_cache_n[HPM_SPANCACHE_MAX_PAGES + 1];
     size_t span_cache_bytes;
     hpm_heap_t *next_all;               /* every heap ever made */
     hpm_heap_t *next_free;              /* retired heaps */
-    bool active;
+    bool active;                        /* false from the start of thread exit: adopts nothing */
+    uint32_t outbox_blocks;             /* blocks waiting in outbox[] */
+    hpm_outbox_t outbox[HPM_OUTBOX_SLOTS];  /* remote frees batched per owner (remote.c) */
+    _Atomic(void *) inbox __attribute__((aligned(64)));  /* blocks of our slabs freed by other threads */
+    char inbox_line[64 - sizeof(void *)];
 };
 
 HPM_INTERNAL extern __thread hpm_heap_t *_hpm_tls_heap;
@@ -243,7 +320,9 @@ HPM_INTERNAL hpm_heap_t *_hpm_heap_acquire(void);
 HPM_INTERNAL void _hpm_heaps_init(void);
 HPM_INTERNAL void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls);
 HPM_INTERNAL void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);
-HPM_INTERNAL void _hpm_heap_adopt_on_free(hpm_heap_t *h, hpm_span_t *s);
+/* Free the checked block b of a slab that h (may be NULL) does not own:
+ * to its owner's inbox, or into the abandoned slab (adopting it). */
+HPM_INTERNAL void _hpm_free_other(hpm_heap_t *h, void **b);
 HPM_INTERNAL int64_t _hpm_heaps_used_bytes(void);
 HPM_INTERNAL void _hpm_heaps_reclaim_abandoned(bool shed);
 HPM_INTERNAL void _hpm_heap_release_empty(bool shed);
@@ -255,6 +334,30 @@ static inline uint64_t hpm_cookie(const void *block) {
     return _hpm_cookie_secret ^ (uintptr_t)block;
 }
 
+/* The owner's count of its net allocated bytes; read by the counters from
+ * other threads (relaxed: a plain load and store on x86). */
+static inline void hpm_used_add(hpm_heap_t *h, int64_t delta) {
+    __atomic_store_n(&h->used_bytes, __atomic_load_n(&h->used_bytes, __ATOMIC_RELAXED) + delta, __ATOMIC_RELAXED);
+}
+
+/* A checked block back onto a slab h owns. */
+static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
+    b[0] = s->free;
+    s->free = b;
+    s->used--;
+    if (unlikely(s->list != LIST_CURRENT) && (s->list == LIST_FULL || s->used == 0)) _hpm_heap_free_slow(h, s);
+}
+
+/* remote.c */
+HPM_INTERNAL void _hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b);
+HPM_INTERNAL void _hpm_remote_flush(hpm_heap_t *h);
+HPM_INTERNAL void _hpm_remote_drain(hpm_heap_t *h);
+HPM_INTERNAL void _hpm_remote_close(hpm_heap_t *h);
+HPM_INTERNAL void _hpm_remote_open(hpm_heap_t *h);
+static inline void hpm_remote_poll(hpm_heap_t *h) {
+    if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) _hpm_remote_drain(h);
+}
+
 /* spancache.c */
 HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
 HPM_INTERNAL bool _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
@@ -262,8 +365,6 @@ HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
 
 /* slab.c */
 HPM_INTERNAL void _hpm_slab_format(hpm_span_t *s, unsigned cls);
-/* Moves remote frees to the free list; returns how many. Aborts on a double free. */
-HPM_INTERNAL uint32_t _hpm_slab_collect(hpm_span_t *s);
 /* Gives back the slab's pages that hold only free blocks (subrelease
  * inside a live slab); returns the pages released. Owner only. */
 HPM_INTERNAL size_t _hpm_slab_shed(hpm_span_t *s);
@@ -271,7 +372,7 @@ HPM_INTERNAL size_t _hpm_slab_shed(hpm_span_t *s);
 HPM_INTERNAL void _hpm_slab_refill(hpm_span_t *s);
 HPM_INTERNAL extern size_t _hpm_slab_held_pages;
 
-/* ---- errors (alloc.c) ---- */
+/* ---- errors (message.c) ---- */
 HPM_INTERNAL void _hpm_fatal(const char *fn, const void *p, const char *what) __attribute__((noreturn));
 
 /* ---- init (init.c) ---- */
@@ -283,9 +384,26 @@ static inline void hpm_ensure_init(void) {
 HPM_INTERNAL void _hpm_background_kick(void);
 /* Refresh the computed counters (stats.c), for the background thread. */
 HPM_INTERNAL void _hpm_stats_refresh_light(void);
+/* Makes the counters follow ph (its on_change hook) and fills them now. */
+HPM_INTERNAL void _hpm_stats_watch(hpm_pageheap_t *ph);
+/* Refresh every computed counter now (stats.c, for hpm_stats_get). */
+HPM_INTERNAL void _hpm_stats_refresh(void);
+/* Gives the pageheap its release policy from the options, in one call. */
+static inline void hpm_options_apply(hpm_pageheap_t *ph) {
+    _hpm_ph_configure(ph, (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS), (size_t)_hpm_option(HPM_OPT_HP_CACHE),
+                      _hpm_option(HPM_OPT_SUBRELEASE) != 0);
+}
 
 /* ---- options (options.c) ---- */
 HPM_INTERNAL void _hpm_options_init(void);
 HPM_INTERNAL const char *_hpm_page_mode_name(int mode);
 HPM_INTERNAL bool _hpm_parse_size(const char *s, long *out);
+/* value lies in the option's range. */
+HPM_INTERNAL bool _hpm_option_valid(hpm_option_t opt, long value);
+/* Stores a new value; EINVAL when out of range or fixed at start (pages,
+ * arena size) and different. 0 otherwise. */
+HPM_INTERNAL int _hpm_option_store(hpm_option_t opt, long value);
+
+/* ---- invariant checkers (check.c) ---- */
+#include "check.h"
 #endif

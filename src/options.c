@@ -93,27 +93,15 @@ long _hpm_option(hpm_option_t opt) {
     return (unsigned)opt < HPM_OPT_COUNT ? __atomic_load_n(&opts[opt].value, __ATOMIC_RELAXED) : 0;
 }
 
-HPM_API long hpm_option_get(hpm_option_t opt) {
-    if ((unsigned)opt >= HPM_OPT_COUNT) { errno = EINVAL; return -1; }
-    hpm_ensure_init();
-    return _hpm_option(opt);
+bool _hpm_option_valid(hpm_option_t opt, long value) {
+    return (unsigned)opt < HPM_OPT_COUNT && value >= opts[opt].min && value <= opts[opt].max;
 }
 
-HPM_API int hpm_option_set(hpm_option_t opt, long value) {
-    if ((unsigned)opt >= HPM_OPT_COUNT || value < opts[opt].min || value > opts[opt].max) { errno = EINVAL; return -1; }
-    hpm_ensure_init();
+int _hpm_option_store(hpm_option_t opt, long value) {
+    if (!_hpm_option_valid(opt, value)) return EINVAL;
     /* fixed at start: the arena's backing and size */
-    if (opt == HPM_OPT_PAGES || opt == HPM_OPT_ARENA_RESERVE) {
-        if (value == opts[opt].value) return 0;
-        errno = EINVAL;
-        return -1;
-    }
+    if (opt == HPM_OPT_PAGES || opt == HPM_OPT_ARENA_RESERVE) return value == opts[opt].value ? 0 : EINVAL;
     __atomic_store_n(&opts[opt].value, value, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&_hpm_ph.lock);
-    _hpm_ph.release_delay_ms = (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS);
-    _hpm_ph.cache_keep_hp = (size_t)_hpm_option(HPM_OPT_HP_CACHE);
-    _hpm_ph.subrelease = _hpm_option(HPM_OPT_SUBRELEASE) != 0;
-    pthread_mutex_unlock(&_hpm_ph.lock);
     return 0;
 }
 

@@ -3,14 +3,14 @@
  * Free blocks are linked through their first word. Their second word holds
  * a cookie (a per-process secret xor the block's address) while the block
  * is free, and anything else once it is allocated; free() checks it to
- * catch double frees in O(1). Blocks freed by other threads arrive on the
- * atomic xfree stack; only the owner (or, for an abandoned slab, the
- * holder of the abandoned-list lock) moves them to the free list.
+ * catch double frees in O(1). Only the owner (or, for an abandoned slab,
+ * the holder of the abandoned-list lock) touches the free list; blocks
+ * freed by other threads reach it as messages (remote.c).
  * Under subrelease, pages that hold only free blocks may be given back
  * while the slab lives (_hpm_slab_shed); their blocks leave the free list
  * ("held") until the free list runs dry and _hpm_slab_refill re-links them.
  * Invariant: used = capacity - (blocks on free) - held_blocks, where
- * blocks on xfree still count as used until collected. */
+ * blocks on their way from other threads still count as used. */
 #include "internal.h"
 
 uint64_t _hpm_cookie_secret = 0x9e3779b97f4a7c15ull;
@@ -24,8 +24,6 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->used = 0;
     s->held_blocks = 0;
     s->held_pages_mask = 0;
-    atomic_store_explicit(&s->xfree, NULL, memory_order_relaxed);
-    atomic_store_explicit(&s->parked_full, 0, memory_order_relaxed);
     char *base = (char *)s->start;
     void **prev = NULL;
     for (uint32_t i = s->capacity; i-- > 0; ) {   /* build so the list runs in address order */
@@ -37,22 +35,12 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->free = prev;
 }
 
-uint32_t _hpm_slab_collect(hpm_span_t *s) {
-    void **list = atomic_exchange_explicit(&s->xfree, NULL, memory_order_acquire);
-    if (!list) return 0;
-    uint32_t n = 1;
-    void **tail = list;
-    while (tail[0]) {
-        tail = tail[0];
-        if (++n > s->capacity) _hpm_fatal("free", tail, "double free (a block was freed twice from other threads)");
-    }
-    tail[0] = s->free;
-    s->free = list;
-    s->used -= n;
-    return n;
-}
-
 size_t _hpm_slab_held_pages;
+
+/* Shedding tracks pages in a 32-bit mask, so slabs of up to 32 pages, and
+ * free blocks in a bitmap sized for such a slab of the smallest class. */
+#define SHED_MAX_PAGES 32u
+#define SHED_MAX_BLOCKS (SHED_MAX_PAGES * HPM_PAGE_BYTES / HPM_MIN_ALIGN)
 
 static inline uint32_t block_index(const hpm_span_t *s, const void *b) {
     return (uint32_t)((((uintptr_t)b - s->start) * s->recip) >> 32);
@@ -66,8 +54,8 @@ static inline uint32_t block_pages(const hpm_span_t *s, uint32_t i) {
 }
 
 size_t _hpm_slab_shed(hpm_span_t *s) {
-    if (s->n_pages < 2 || s->n_pages > 32 || s->used == s->capacity) return 0;
-    uint64_t is_free[4096 / 64] = {0};
+    if (s->n_pages < 2 || s->n_pages > SHED_MAX_PAGES || s->used == s->capacity) return 0;
+    uint64_t is_free[SHED_MAX_BLOCKS / 64] = {0};
     for (void **b = s->free; b; b = b[0]) {
         uint32_t i = block_index(s, b);
         is_free[i >> 6] |= 1ull << (i & 63);
@@ -78,27 +66,41 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
     uint32_t all = s->n_pages >= 32 ? ~0u : (1u << s->n_pages) - 1;
     uint32_t shed = all & ~busy & ~s->held_pages_mask;
     if (!shed) return 0;
-    size_t pages = 0;
-    for (uint32_t p = 0; p < s->n_pages; p++) {
-        if (!((shed >> p) & 1)) continue;
-        uint32_t n = 1;
-        while (p + n < s->n_pages && ((shed >> (p + n)) & 1)) n++;
-        if (_hpm_os->release((void *)(s->start + ((uintptr_t)p << HPM_PAGE_SHIFT)), (size_t)n << HPM_PAGE_SHIFT))
-            shed &= ~(((1u << n) - 1) << p);   /* keep what could not be released */
-        else pages += n;
-        p += n - 1;
-    }
-    if (!shed) return 0;
-    /* drop the blocks that touch a released page from the free list */
+    /* Drop the blocks that touch a page to be given back from the free list
+     * first: once released, their pages read as zero, links included. */
     void **keep = NULL;
-    uint32_t held = 0;
     for (void **b = s->free, **next; b; b = next) {
         next = b[0];
-        if (block_pages(s, block_index(s, b)) & shed) { held++; continue; }
+        if (block_pages(s, block_index(s, b)) & shed) continue;
         b[0] = keep;
         keep = b;
     }
     s->free = keep;
+    size_t pages = 0;
+    uint32_t failed = 0;
+    for (uint32_t p = 0; p < s->n_pages; p++) {
+        if (!((shed >> p) & 1)) continue;
+        uint32_t n = 1;
+        while (p + n < s->n_pages && ((shed >> (p + n)) & 1)) n++;
+        uint32_t run = (n >= 32 ? ~0u : (1u << n) - 1) << p;
+        if (_hpm_os->release((void *)(s->start + ((uintptr_t)p << HPM_PAGE_SHIFT)), (size_t)n << HPM_PAGE_SHIFT))
+            failed |= run;
+        else pages += n;
+        p += n - 1;
+    }
+    shed &= ~failed;
+    /* every block that touched a candidate page was free: those that touch
+     * a released page are held, the others go back on the free list */
+    uint32_t held = 0;
+    for (uint32_t i = s->capacity; i-- > 0; ) {
+        uint32_t bp = block_pages(s, i);
+        if (bp & shed) { held++; continue; }
+        if (!(bp & failed)) continue;
+        void **b = (void **)(s->start + (uintptr_t)i * s->block_bytes);
+        b[0] = s->free;
+        s->free = b;
+    }
+    if (!shed) return 0;
     s->held_blocks += held;
     s->held_pages_mask |= shed;
     __atomic_add_fetch(&_hpm_slab_held_pages, pages, __ATOMIC_RELAXED);

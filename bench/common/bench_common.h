@@ -107,6 +107,21 @@ static inline uint64_t bench_arg_size(const char *prog, const char *opt, const c
     return v;
 }
 
+/* A duration in seconds in (0, 3600] (fractions allowed), or a usage error. */
+static inline double bench_arg_seconds(const char *prog, const char *opt, const char *val) {
+    char *end;
+    double s = strtod(val, &end);
+    if (end == val || *end || !(s > 0 && s <= 3600))
+        bench_usage_error(prog, "%s needs seconds in (0, 3600], got '%s'", opt, val);
+    return s;
+}
+
+/* Sleeps for s seconds (restarting after signals). */
+static inline void bench_sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {}
+}
+
 /* Formats a byte count as "16K", "256M", "1G" when exact, else bytes. */
 static inline const char *bench_fmt_size(uint64_t b, char *buf, size_t len) {
     if (b >= (1ull << 30) && b % (1ull << 30) == 0) snprintf(buf, len, "%lluG", (unsigned long long)(b >> 30));

@@ -5,6 +5,11 @@
 #   TLB reach   random walk over 1 GiB of malloc'd 64-byte nodes (ns per node)
 #   memory      aging: RSS after malloc_trim(0) + 1.5 s, and THP coverage
 #   footprint   python3 -c pass: VmRSS
+#   standard    mstress (ms) and glibc bench-malloc-thread with 1..64 KiB blocks
+# The peers of ../shared/peers (snmalloc, mimalloc v3, TCMalloc Temeraire)
+# join the throughput rows when that folder exists (HPM_PEERS overrides it);
+# without it the script measures the Debian allocators only.
+# bench/scripts/standard.sh gives the full table of standard workloads.
 # Usage: bench/scripts/targets.sh [REPS] (default 5). Needs `make` first.
 set -u
 cd "$(dirname "$0")/../.."
@@ -19,12 +24,25 @@ lib[mimalloc]=$L/libmimalloc.so.2; env[mimalloc]=""
 lib[mimalloc-large]=$L/libmimalloc.so.2; env[mimalloc-large]="MIMALLOC_LARGE_OS_PAGES=1"
 lib[hpmalloc]=$PWD/build/libhpmalloc.so; env[hpmalloc]=""
 lib[hpmalloc-sub]=$PWD/build/libhpmalloc.so; env[hpmalloc-sub]="HPM_SUBRELEASE=1"
+peers=${HPM_PEERS:-}
+for d in "$PWD/../shared/peers" "$PWD/../../shared/peers"; do [[ -z $peers && -d $d ]] && peers=$d; done
+P=""   # the peers found, added to the throughput rows
+if [[ -n $peers ]]; then
+  [[ -r $peers/libsnmalloc.so ]] && { lib[snmalloc]=$peers/libsnmalloc.so; env[snmalloc]=""; P="$P snmalloc"; }
+  [[ -r $peers/libmimalloc-v3.so ]] && { lib[mimalloc-v3]=$peers/libmimalloc-v3.so; env[mimalloc-v3]=""; P="$P mimalloc-v3"; }
+  [[ -r $peers/libtcmalloc-temeraire.so ]] && {
+    lib[tcmalloc-temeraire]=$peers/libtcmalloc-temeraire.so; env[tcmalloc-temeraire]="GLIBC_TUNABLES=glibc.pthread.rseq=0"
+    P="$P tcmalloc-temeraire"; }
+fi
 B=build/bench
+T="glibc jemalloc mimalloc$P hpmalloc"
 cases=(
-  "larson-1t|larson --threads 1|ns_per_op|glibc jemalloc mimalloc hpmalloc"
-  "larson-2t|larson --threads 2|ns_per_op|glibc jemalloc mimalloc hpmalloc"
-  "xmalloc-1t|xmalloc --threads 1|ns_per_block|glibc jemalloc mimalloc hpmalloc"
-  "xmalloc-2t|xmalloc --threads 2|ns_per_block|glibc jemalloc mimalloc hpmalloc"
+  "larson-1t|larson --threads 1 --seconds 2|ns_per_op|$T"
+  "larson-2t|larson --threads 2 --seconds 2|ns_per_op|$T"
+  "xmalloc-1t|xmalloc --threads 1 --seconds 2|ns_per_free|$T"
+  "xmalloc-2t|xmalloc --threads 2 --seconds 2|ns_per_free|$T"
+  "mstress|mstress --threads 2|wall_ms|$T"
+  "glibc-large|glibc_bench --threads 2 --min 1K --max 64K --dist uniform --touch page --seconds 1|ns_per_iter|$T"
   "tlb-1g|memaccess --order rand --alloc nodes --ws 1G --visits 4M|nodes_ns_gmean|glibc glibc-thp jemalloc-thp mimalloc-large hpmalloc"
   "aging-rss|aging|rss_kib|glibc jemalloc-thp mimalloc-large hpmalloc hpmalloc-sub"
   "aging-thp|aging|thp_pct|jemalloc-thp mimalloc-large hpmalloc hpmalloc-sub"
@@ -35,7 +53,7 @@ for ((r = 1; r <= reps; r++)); do
     IFS='|' read -r name cmd metric allocs <<<"$c"
     [[ $name == aging-thp ]] && continue   # measured with aging-rss
     for a in $allocs; do
-      line=$(env ${env[$a]} LD_PRELOAD=${lib[$a]} $B/$cmd 2>/dev/null | grep '^RESULT' | tail -n 1)
+      line=$(env -u GLIBC_TUNABLES ${env[$a]} LD_PRELOAD=${lib[$a]} $B/$cmd 2>/dev/null | grep '^RESULT' | tail -n 1)
       v=$(grep -o " $metric=[0-9.]*" <<<"$line" | cut -d= -f2)
       echo "$name $a ${v:-nan}" >> "$out"
       if [[ $name == aging-rss ]]; then

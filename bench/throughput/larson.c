@@ -1,23 +1,34 @@
-/* larson.c: Larson and Krishnan's server-churn benchmark. --threads lanes
- * each own --slots live blocks with sizes uniform in [--min, --max]. A
- * worker thread of a lane replaces random slots (check, free, malloc a new
- * size, stamp) --rounds times, then ends; the lane's next generation is a
- * new thread that frees what the previous one allocated. So blocks are
- * freed by a different thread from the one that allocated them, as in a
- * server whose connections move between threads. The main thread fills the
- * slots first, so the first generation frees the main thread's blocks.
+/* larson.c: Larson and Krishnan's server benchmark, as mimalloc-bench runs
+ * it (`larson 5 8 1000 5000 100 4141 T`: 5 seconds, sizes 8..1000 bytes,
+ * 5000 blocks per thread, 100 rounds, seed 4141, T threads).
  *
- * Self-check: every block's stamp is checked before it is freed, and the
- * number of replacements must equal threads * generations * rounds.
- * Result: RESULT bench=larson threads=T slots=N min=B max=B rounds=R
- *         generations=G ops=N mops=X ns_per_op=X check=ok
- * mops is replacements (one free + one malloc) per wall-clock microsecond;
- * ns_per_op is wall time * threads / ops. */
+ * The main thread first allocates T * --blocks blocks (sizes uniform in
+ * [--min, --max)), shuffles them and replaces 4 * T * --blocks random ones
+ * (the warm-up), then hands slice i to lane i. A lane's thread replaces a
+ * random block of its slice (free, malloc a new size, write it)
+ * --rounds * --blocks times; then it starts a new thread for its lane and
+ * exits, so the next thread frees the blocks the previous one allocated
+ * (the "hand-over": threads come and go with their live blocks, as in a
+ * server whose connections move between threads). After --seconds the
+ * main thread stops the lanes; the result is replacements per second.
+ * As in the original, finished threads are never joined, so their stacks
+ * stay mapped and each new thread gets a fresh one (--detach detaches
+ * them instead); unlike it, a stop that races with a hand-over cannot hang.
+ *
+ * Self-check: every block carries a stamp that is checked before it is
+ * freed; at the end every live block is checked again and freed, and the
+ * replacements counted by the lanes must equal frees and mallocs.
+ * Result: RESULT bench=larson threads=T blocks=N min=B max=B rounds=R
+ *   seconds=S ops=N threads_made=N mops=X ns_per_op=X check=ok
+ * ns_per_op is wall time / replacements: mimalloc-bench's "relative time"
+ * (1e9 / throughput). */
 #include <getopt.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include "bench_common.h"
 #include "bench_stamp.h"
 
@@ -26,62 +37,89 @@ typedef struct {
     void **blk;
     size_t *size;
     uint64_t *tag;
-    uint64_t n_slots, min_b, max_b, rounds, ops;
+    uint64_t n_slots, min_b, max_b, per_thread;
+    uint64_t allocs, frees, threads;   /* written only by the lane's current thread */
+    atomic_int done;                   /* 1 when the lane stopped for good */
     bench_rng_t rng;
 } lane_t;
 
 static const char *prog = "larson";
+static atomic_int stop_flag;
+static int detach;
 
-static void fill_slot(lane_t *l, uint64_t j) {
-    l->size[j] = (size_t)bench_rng_range(&l->rng, l->min_b, l->max_b);
-    l->tag[j] = bench_rng_next(&l->rng);
-    l->blk[j] = bench_xmalloc(l->size[j]);
-    bench_stamp(l->blk[j], l->size[j], l->tag[j]);
+static size_t pick_size(bench_rng_t *r, uint64_t min_b, uint64_t max_b) {
+    return (size_t)(max_b == min_b ? min_b : min_b + bench_rng_below(r, max_b - min_b));
 }
 
-static void check_slot(const lane_t *l, uint64_t j) {
-    if (!bench_stamp_ok(l->blk[j], l->size[j], l->tag[j]))
-        bench_check_failed("lane %d slot %llu: block of %zu bytes at %p was overwritten", l->lane,
-                           (unsigned long long)j, l->size[j], l->blk[j]);
+static void new_block(void **blk, size_t *size, uint64_t *tag, bench_rng_t *r, uint64_t min_b, uint64_t max_b) {
+    *size = pick_size(r, min_b, max_b);
+    *tag = bench_rng_next(r);
+    *blk = bench_xmalloc(*size);
+    bench_stamp(*blk, *size, *tag);
 }
 
-static void *generation_main(void *arg) {
+static void check_block(void *blk, size_t size, uint64_t tag, int lane) {
+    if (!bench_stamp_ok(blk, size, tag))
+        bench_check_failed("lane %d: block of %zu bytes at %p was overwritten", lane, size, blk);
+}
+
+static void *lane_main(void *arg);
+
+static void start_lane_thread(lane_t *l) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (detach) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, lane_main, l)) { perror("pthread_create"); exit(1); }
+    pthread_attr_destroy(&attr);
+}
+
+static void *lane_main(void *arg) {
     lane_t *l = arg;
-    for (uint64_t r = 0; r < l->rounds; r++) {
+    l->threads++;
+    for (uint64_t i = 0; i < l->per_thread; i++) {
         uint64_t j = bench_rng_below(&l->rng, l->n_slots);
-        check_slot(l, j);
+        check_block(l->blk[j], l->size[j], l->tag[j], l->lane);
         free(l->blk[j]);
-        fill_slot(l, j);
-        l->ops++;
+        l->frees++;
+        new_block(&l->blk[j], &l->size[j], &l->tag[j], &l->rng, l->min_b, l->max_b);
+        l->allocs++;
+        if (atomic_load_explicit(&stop_flag, memory_order_relaxed)) break;
     }
+    if (atomic_load(&stop_flag)) atomic_store(&l->done, 1);
+    else start_lane_thread(l);   /* the hand-over: a new thread takes the lane */
     return NULL;
 }
 
 static void usage(void) {
-    printf("usage: larson [--threads T] [--slots N] [--min BYTES] [--max BYTES] [--rounds R]\n"
-           "              [--generations G] [--seed S]\n"
-           "  Server churn: T lanes of N live blocks; each generation's thread replaces R random\n"
-           "  blocks, then a new thread takes the lane over (cross-thread frees).\n"
-           "  Defaults: --threads 2 --slots 2000 --min 16 --max 512 --rounds 200000\n"
-           "            --generations 10 --seed 1\n"
+    printf("usage: larson [--threads T] [--seconds S] [--min BYTES] [--max BYTES] [--blocks N]\n"
+           "              [--rounds R] [--detach] [--seed S]\n"
+           "  Larson's server benchmark: T lanes of N live blocks; a lane's thread replaces\n"
+           "  R*N random blocks, then a new thread takes the lane over (frees the previous\n"
+           "  thread's blocks); runs for S seconds (fractions allowed). Finished threads are\n"
+           "  never joined, as in the original (--detach: detached).\n"
+           "  Defaults (mimalloc-bench's `larson 5 8 1000 5000 100 4141 T`):\n"
+           "    --threads 2 --seconds 5 --min 8 --max 1000 --blocks 5000 --rounds 100 --seed 4141\n"
            "  Prints: RESULT bench=larson ... mops=X ns_per_op=X check=ok\n");
 }
 
 int main(int argc, char **argv) {
-    uint64_t threads = 2, slots = 2000, min_b = 16, max_b = 512, rounds = 200000, gens = 10, seed = 1;
+    uint64_t threads = 2, slots = 5000, min_b = 8, max_b = 1000, rounds = 100, seed = 4141;
+    double seconds = 5.0;
     static const struct option opts[] = {
-        {"threads", 1, 0, 't'}, {"slots", 1, 0, 'n'}, {"min", 1, 0, 'a'}, {"max", 1, 0, 'b'},
-        {"rounds", 1, 0, 'r'}, {"generations", 1, 0, 'g'}, {"seed", 1, 0, 's'}, {"help", 0, 0, 'h'},
+        {"threads", 1, 0, 't'}, {"blocks", 1, 0, 'n'}, {"min", 1, 0, 'a'}, {"max", 1, 0, 'b'},
+        {"rounds", 1, 0, 'r'}, {"seconds", 1, 0, 'S'}, {"detach", 0, 0, 'd'}, {"seed", 1, 0, 's'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 't': threads = bench_arg_size(prog, "--threads", optarg, 1, 256); break;
-        case 'n': slots = bench_arg_size(prog, "--slots", optarg, 1, 100000000); break;
+        case 'n': slots = bench_arg_size(prog, "--blocks", optarg, 1, 10000000); break;
         case 'a': min_b = bench_arg_size(prog, "--min", optarg, 1, 1ull << 30); break;
         case 'b': max_b = bench_arg_size(prog, "--max", optarg, 1, 1ull << 30); break;
-        case 'r': rounds = bench_arg_size(prog, "--rounds", optarg, 1, 1ull << 40); break;
-        case 'g': gens = bench_arg_size(prog, "--generations", optarg, 1, 100000); break;
+        case 'r': rounds = bench_arg_size(prog, "--rounds", optarg, 1, 1ull << 30); break;
+        case 'd': detach = 1; break;
+        case 'S': seconds = bench_arg_seconds(prog, "--seconds", optarg); break;
         case 's': seed = bench_arg_size(prog, "--seed", optarg, 0, UINT64_MAX); break;
         case 'h': usage(); return 0;
         default: bench_usage_error(prog, "unknown option");
@@ -90,37 +128,61 @@ int main(int argc, char **argv) {
     if (optind < argc) bench_usage_error(prog, "unexpected argument '%s'", argv[optind]);
     if (min_b > max_b) bench_usage_error(prog, "--min is larger than --max");
 
+    /* Warm-up by the main thread: allocate, shuffle, churn. */
+    uint64_t n = threads * slots;
+    void **blk = bench_scratch_alloc(sizeof *blk * n);
+    size_t *size = bench_scratch_alloc(sizeof *size * n);
+    uint64_t *tag = bench_scratch_alloc(sizeof *tag * n);
+    bench_rng_t rng;
+    bench_rng_seed(&rng, seed);
+    for (uint64_t i = 0; i < n; i++) new_block(&blk[i], &size[i], &tag[i], &rng, min_b, max_b);
+    for (uint64_t i = n; i > 1; i--) {
+        uint64_t j = bench_rng_below(&rng, i);
+        void *b = blk[j]; blk[j] = blk[i - 1]; blk[i - 1] = b;
+        size_t s = size[j]; size[j] = size[i - 1]; size[i - 1] = s;
+        uint64_t t = tag[j]; tag[j] = tag[i - 1]; tag[i - 1] = t;
+    }
+    for (uint64_t k = 0; k < 4 * n; k++) {
+        uint64_t j = bench_rng_below(&rng, n);
+        check_block(blk[j], size[j], tag[j], -1);
+        free(blk[j]);
+        new_block(&blk[j], &size[j], &tag[j], &rng, min_b, max_b);
+    }
+
     lane_t *lanes = bench_scratch_alloc(sizeof *lanes * threads);
     for (uint64_t i = 0; i < threads; i++) {
         lane_t *l = &lanes[i];
-        *l = (lane_t){.lane = (int)i, .n_slots = slots, .min_b = min_b, .max_b = max_b, .rounds = rounds};
-        l->blk = bench_scratch_alloc(sizeof *l->blk * slots);
-        l->size = bench_scratch_alloc(sizeof *l->size * slots);
-        l->tag = bench_scratch_alloc(sizeof *l->tag * slots);
-        bench_rng_seed(&l->rng, seed * 31 + i);
-        for (uint64_t j = 0; j < slots; j++) fill_slot(l, j);
+        l->lane = (int)i;
+        l->blk = blk + i * slots;
+        l->size = size + i * slots;
+        l->tag = tag + i * slots;
+        l->n_slots = slots;
+        l->min_b = min_b;
+        l->max_b = max_b;
+        l->per_thread = rounds * slots;
+        bench_rng_seed(&l->rng, bench_rng_next(&rng));
     }
-    pthread_t *tid = bench_scratch_alloc(sizeof *tid * threads);
     uint64_t t0 = bench_now_ns();
-    for (uint64_t g = 0; g < gens; g++) {
-        for (uint64_t i = 0; i < threads; i++)
-            if (pthread_create(&tid[i], NULL, generation_main, &lanes[i])) { perror("pthread_create"); return 1; }
-        for (uint64_t i = 0; i < threads; i++) pthread_join(tid[i], NULL);
-    }
-    uint64_t wall_ns = bench_now_ns() - t0, ops = 0;
+    for (uint64_t i = 0; i < threads; i++) start_lane_thread(&lanes[i]);
+    bench_sleep_s(seconds);
+    atomic_store(&stop_flag, 1);
+    for (uint64_t i = 0; i < threads; i++)
+        while (!atomic_load(&lanes[i].done)) usleep(100);
+    uint64_t wall_ns = bench_now_ns() - t0;
+
+    uint64_t ops = 0, frees = 0, made = 0;
     for (uint64_t i = 0; i < threads; i++) {
-        lane_t *l = &lanes[i];
-        ops += l->ops;
-        for (uint64_t j = 0; j < slots; j++) { check_slot(l, j); free(l->blk[j]); }
+        ops += lanes[i].allocs;
+        frees += lanes[i].frees;
+        made += lanes[i].threads;
     }
-    if (ops != threads * gens * rounds)
-        bench_check_failed("%llu replacements, expected %llu", (unsigned long long)ops,
-                           (unsigned long long)(threads * gens * rounds));
-    bench_result("larson", "threads=%llu slots=%llu min=%llu max=%llu rounds=%llu generations=%llu ops=%llu "
-                 "mops=%.3f ns_per_op=%.3f check=ok",
+    for (uint64_t i = 0; i < n; i++) { check_block(blk[i], size[i], tag[i], (int)(i / slots)); free(blk[i]); }
+    if (ops != frees || ops == 0)
+        bench_check_failed("%llu mallocs but %llu frees", (unsigned long long)ops, (unsigned long long)frees);
+    bench_result("larson", "threads=%llu blocks=%llu min=%llu max=%llu rounds=%llu seconds=%.3f ops=%llu "
+                 "threads_made=%llu mops=%.3f ns_per_op=%.3f check=ok",
                  (unsigned long long)threads, (unsigned long long)slots, (unsigned long long)min_b,
-                 (unsigned long long)max_b, (unsigned long long)rounds, (unsigned long long)gens,
-                 (unsigned long long)ops, (double)ops * 1e3 / (double)wall_ns,
-                 (double)wall_ns * (double)threads / (double)ops);
+                 (unsigned long long)max_b, (unsigned long long)rounds, seconds, (unsigned long long)ops,
+                 (unsigned long long)made, (double)ops * 1e3 / (double)wall_ns, (double)wall_ns / (double)ops);
     return 0;
 }

@@ -1,176 +1,190 @@
-/* xmalloc.c: producer/consumer allocation (after Lever and Boreham's
- * xmalloc-test): --threads producer threads malloc blocks of sizes uniform
- * in [--min, --max], stamp them and pass them in malloc'd batches of
- * --batch pointers through a bounded shared queue to --threads consumer
- * threads, which check and free them. Every block and every batch is freed
- * by a different thread from the one that allocated it: the remote-free
- * path of the allocator.
+/* xmalloc.c: Lever and Boreham's xmalloc-test (malloc-test), as
+ * mimalloc-bench runs it (`xmalloc-test -w T -t 5 -s 64`): T allocator
+ * threads and T releaser threads for 5 seconds, objects of 64 bytes.
  *
- * Self-check: consumers check each stamp; the number of blocks freed and
- * the sum of their tags must equal what the producers made.
- * Result: RESULT bench=xmalloc threads=T blocks=N batch=B min=B max=B
- *         mops=X ns_per_block=X check=ok
- * (mops: blocks per wall-clock microsecond; ns_per_block: wall / blocks). */
+ * An allocator thread mallocs a batch (one malloc of a struct holding
+ * --batch pointers, 4096 by default: 32 KiB), fills it with --batch
+ * objects of --size bytes (--size 0: sizes drawn from the original's list
+ * 8..2048), writes the first min(size, 128) bytes of each, and pushes the
+ * batch on a shared LIFO stack (at most 100 batches; a full stack blocks
+ * the allocator). A releaser thread pops a batch and frees every object and
+ * the batch. So one set of threads allocates and another frees: every free
+ * is a free from another thread. After --seconds the threads stop; what is
+ * left on the stack is freed by the main thread. The result is frees by the
+ * releasers per second.
+ *
+ * Self-check: object i of a batch holds the byte (i + batch number) & 255 in
+ * its written bytes; the releaser checks the first and last written byte.
+ * Objects made must equal objects freed (releasers + main thread).
+ * Result: RESULT bench=xmalloc threads=T size=B batch=N seconds=S frees=N
+ *   mfrees_per_s=X ns_per_free=X check=ok
+ * ns_per_free = wall time / frees by releasers (mimalloc-bench's rtime is
+ * 100 / (million frees per second), the same up to a constant). */
 #include <getopt.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "bench_common.h"
-#include "bench_stamp.h"
 
 typedef struct batch {
     struct batch *next;
-    uint64_t n;
-    void *blk[];              /* n blocks; block i's size and tag are in its stamp */
+    uint64_t seq;
+    void *obj[];              /* --batch objects */
 } batch_t;
 
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t not_empty, not_full;
-    batch_t *head, *tail;
-    uint64_t queued, max_queued;
-    int producers_left;
-} queue_t;
+    batch_t *top;
+    int count, limit;
+} batch_stack_t;
 
 typedef struct {
-    queue_t *q;
+    batch_stack_t *st;
     int id;
-    uint64_t n_blocks, batch, min_b, max_b, seed;
-    uint64_t tag_sum, count;   /* made (producer) or freed (consumer) */
+    uint64_t size, batch, seed;
+    uint64_t objects;          /* made (allocator) or freed (releaser) */
 } actor_t;
 
 static const char *prog = "xmalloc";
+static atomic_int done_flag;
+static const uint64_t sizes[] = {8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048};
 
-/* A block carries its size in its first 8 bytes (blocks are >= 16 bytes)
- * and a stamp over the rest, so the consumer can check it. */
-static void *make_block(size_t size, uint64_t tag) {
-    unsigned char *p = bench_xmalloc(size);
-    uint64_t sz = size;
-    memcpy(p, &sz, 8);
-    bench_stamp(p + 8, size - 8, tag);
-    return p;
+static inline size_t written(size_t size) { return size > 128 ? 128 : size; }
+
+/* size 0: random sizes, only the first byte is checked. */
+static void free_batch(batch_t *b, uint64_t n, uint64_t size, int who) {
+    size_t last = size ? written(size) - 1 : 0;
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char *p = b->obj[i];
+        unsigned char want = (unsigned char)(i + b->seq);
+        if (p[0] != want || p[last] != want) bench_check_failed("releaser %d: object %llu of batch %llu at %p was overwritten", who,
+                                             (unsigned long long)i, (unsigned long long)b->seq, (void *)p);
+        free(p);
+    }
+    free(b);
 }
 
-static uint64_t check_block(void *blk, int id) {
-    unsigned char *p = blk;
-    uint64_t size, tag;
-    memcpy(&size, p, 8);
-    memcpy(&tag, p + 8, 8);
-    if (size < 16 || size > (1u << 30) || !bench_stamp_ok(p + 8, size - 8, tag))
-        bench_check_failed("consumer %d: block at %p was overwritten", id, blk);
-    return tag;
-}
-
-static void *producer_main(void *arg) {
+static void *allocator_main(void *arg) {
     actor_t *a = arg;
     bench_rng_t rng;
-    bench_rng_seed(&rng, a->seed * 7 + (uint64_t)a->id);
-    for (uint64_t done = 0; done < a->n_blocks;) {
-        uint64_t n = a->n_blocks - done < a->batch ? a->n_blocks - done : a->batch;
-        batch_t *b = bench_xmalloc(sizeof *b + n * sizeof(void *));
-        b->n = n;
-        b->next = NULL;
-        for (uint64_t i = 0; i < n; i++) {
-            uint64_t tag = bench_rng_next(&rng);
-            b->blk[i] = make_block((size_t)bench_rng_range(&rng, a->min_b, a->max_b), tag);
-            a->tag_sum += tag;
+    bench_rng_seed(&rng, a->seed * 131 + (uint64_t)a->id);
+    uint64_t seq = (uint64_t)a->id << 40;
+    while (!atomic_load_explicit(&done_flag, memory_order_relaxed)) {
+        batch_t *b = bench_xmalloc(sizeof *b + a->batch * sizeof(void *));
+        b->seq = seq++;
+        for (uint64_t i = 0; i < a->batch; i++) {
+            size_t s = a->size ? a->size : sizes[bench_rng_below(&rng, sizeof sizes / sizeof sizes[0])];
+            unsigned char *p = bench_xmalloc(s);
+            memset(p, (int)(unsigned char)(i + b->seq), written(s));
+            b->obj[i] = p;
         }
-        done += n;
-        a->count += n;
-        pthread_mutex_lock(&a->q->mu);
-        while (a->q->queued >= a->q->max_queued) pthread_cond_wait(&a->q->not_full, &a->q->mu);
-        if (a->q->tail) a->q->tail->next = b; else a->q->head = b;
-        a->q->tail = b;
-        a->q->queued++;
-        pthread_cond_signal(&a->q->not_empty);
-        pthread_mutex_unlock(&a->q->mu);
+        a->objects += a->batch;
+        batch_stack_t *st = a->st;
+        pthread_mutex_lock(&st->mu);
+        while (st->count >= st->limit && !atomic_load(&done_flag)) pthread_cond_wait(&st->not_full, &st->mu);
+        b->next = st->top;
+        st->top = b;
+        st->count++;
+        pthread_cond_signal(&st->not_empty);
+        pthread_mutex_unlock(&st->mu);
     }
-    pthread_mutex_lock(&a->q->mu);
-    a->q->producers_left--;
-    pthread_cond_broadcast(&a->q->not_empty);
-    pthread_mutex_unlock(&a->q->mu);
     return NULL;
 }
 
-static void *consumer_main(void *arg) {
+static void *releaser_main(void *arg) {
     actor_t *a = arg;
-    for (;;) {
-        pthread_mutex_lock(&a->q->mu);
-        while (!a->q->head && a->q->producers_left > 0) pthread_cond_wait(&a->q->not_empty, &a->q->mu);
-        batch_t *b = a->q->head;
+    batch_stack_t *st = a->st;
+    while (!atomic_load_explicit(&done_flag, memory_order_relaxed)) {
+        pthread_mutex_lock(&st->mu);
+        while (!st->top && !atomic_load(&done_flag)) pthread_cond_wait(&st->not_empty, &st->mu);
+        batch_t *b = st->top;
         if (b) {
-            a->q->head = b->next;
-            if (!a->q->head) a->q->tail = NULL;
-            a->q->queued--;
-            pthread_cond_signal(&a->q->not_full);
+            st->top = b->next;
+            st->count--;
+            pthread_cond_signal(&st->not_full);
         }
-        pthread_mutex_unlock(&a->q->mu);
-        if (!b) return NULL;
-        for (uint64_t i = 0; i < b->n; i++) {
-            a->tag_sum += check_block(b->blk[i], a->id);
-            free(b->blk[i]);
+        pthread_mutex_unlock(&st->mu);
+        if (b) {
+            free_batch(b, a->batch, a->size, a->id);
+            a->objects += a->batch;
         }
-        a->count += b->n;
-        free(b);
     }
+    return NULL;
 }
 
 static void usage(void) {
-    printf("usage: xmalloc [--threads T] [--blocks N] [--batch B] [--min BYTES] [--max BYTES] [--seed S]\n"
-           "  T producers malloc N blocks each and hand them in batches of B to T consumers\n"
-           "  that free them (frees across threads).\n"
-           "  Defaults: --threads 1 --blocks 2M --batch 256 --min 16 --max 256 --seed 1\n"
-           "  Prints: RESULT bench=xmalloc ... mops=X ns_per_block=X check=ok\n");
+    printf("usage: xmalloc [--threads T] [--seconds S] [--size BYTES] [--batch N] [--seed S]\n"
+           "  Lever and Boreham's xmalloc-test: T threads malloc objects in batches of N and\n"
+           "  push the batches on a shared stack; T other threads pop and free them.\n"
+           "  --size 0 draws sizes from 8..2048 (the original's -s -1).\n"
+           "  Defaults (mimalloc-bench's `xmalloc-test -w T -t 5 -s 64`):\n"
+           "    --threads 2 --seconds 5 --size 64 --batch 4096 --seed 1\n"
+           "  Prints: RESULT bench=xmalloc ... ns_per_free=X check=ok\n");
 }
 
 int main(int argc, char **argv) {
-    uint64_t threads = 1, blocks = 2u << 20, batch = 256, min_b = 16, max_b = 256, seed = 1;
+    uint64_t threads = 2, size = 64, batch = 4096, seed = 1;
+    double seconds = 5.0;
     static const struct option opts[] = {
-        {"threads", 1, 0, 't'}, {"blocks", 1, 0, 'n'}, {"batch", 1, 0, 'B'}, {"min", 1, 0, 'a'},
-        {"max", 1, 0, 'b'}, {"seed", 1, 0, 's'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"threads", 1, 0, 't'}, {"seconds", 1, 0, 'S'}, {"size", 1, 0, 'z'}, {"batch", 1, 0, 'B'},
+        {"seed", 1, 0, 's'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 't': threads = bench_arg_size(prog, "--threads", optarg, 1, 128); break;
-        case 'n': blocks = bench_arg_size(prog, "--blocks", optarg, 1, 1ull << 40); break;
+        case 'z': size = bench_arg_size(prog, "--size", optarg, 0, 1u << 20); break;
         case 'B': batch = bench_arg_size(prog, "--batch", optarg, 1, 1u << 20); break;
-        case 'a': min_b = bench_arg_size(prog, "--min", optarg, 16, 1u << 30); break;
-        case 'b': max_b = bench_arg_size(prog, "--max", optarg, 16, 1u << 30); break;
+        case 'S': seconds = bench_arg_seconds(prog, "--seconds", optarg); break;
         case 's': seed = bench_arg_size(prog, "--seed", optarg, 0, UINT64_MAX); break;
         case 'h': usage(); return 0;
         default: bench_usage_error(prog, "unknown option");
         }
     }
     if (optind < argc) bench_usage_error(prog, "unexpected argument '%s'", argv[optind]);
-    if (min_b > max_b) bench_usage_error(prog, "--min is larger than --max");
 
-    queue_t q = {.max_queued = 64, .producers_left = (int)threads};
-    pthread_mutex_init(&q.mu, NULL);
-    pthread_cond_init(&q.not_empty, NULL);
-    pthread_cond_init(&q.not_full, NULL);
+    batch_stack_t st = {.limit = 100};
+    pthread_mutex_init(&st.mu, NULL);
+    pthread_cond_init(&st.not_empty, NULL);
+    pthread_cond_init(&st.not_full, NULL);
     actor_t *a = bench_scratch_alloc(sizeof *a * 2 * threads);
     pthread_t *tid = bench_scratch_alloc(sizeof *tid * 2 * threads);
     uint64_t t0 = bench_now_ns();
     for (uint64_t i = 0; i < 2 * threads; i++) {
-        a[i] = (actor_t){.q = &q, .id = (int)(i % threads), .n_blocks = blocks, .batch = batch,
-                         .min_b = min_b, .max_b = max_b, .seed = seed};
-        if (pthread_create(&tid[i], NULL, i < threads ? producer_main : consumer_main, &a[i])) {
+        a[i] = (actor_t){.st = &st, .id = (int)(i / 2), .size = size, .batch = batch, .seed = seed};
+        if (pthread_create(&tid[i], NULL, i % 2 ? allocator_main : releaser_main, &a[i])) {
             perror("pthread_create");
             return 1;
         }
     }
+    bench_sleep_s(seconds);
+    atomic_store(&done_flag, 1);
+    pthread_mutex_lock(&st.mu);
+    pthread_cond_broadcast(&st.not_empty);
+    pthread_cond_broadcast(&st.not_full);
+    pthread_mutex_unlock(&st.mu);
     for (uint64_t i = 0; i < 2 * threads; i++) pthread_join(tid[i], NULL);
     uint64_t wall_ns = bench_now_ns() - t0;
-    uint64_t made = 0, freed = 0, made_sum = 0, freed_sum = 0;
-    for (uint64_t i = 0; i < threads; i++) { made += a[i].count; made_sum += a[i].tag_sum; }
-    for (uint64_t i = threads; i < 2 * threads; i++) { freed += a[i].count; freed_sum += a[i].tag_sum; }
-    if (made != blocks * threads || freed != made || freed_sum != made_sum)
-        bench_check_failed("made %llu blocks, freed %llu, tag sums %016llx vs %016llx", (unsigned long long)made,
-                           (unsigned long long)freed, (unsigned long long)made_sum, (unsigned long long)freed_sum);
-    bench_result("xmalloc", "threads=%llu blocks=%llu batch=%llu min=%llu max=%llu mops=%.3f ns_per_block=%.3f check=ok",
-                 (unsigned long long)threads, (unsigned long long)made, (unsigned long long)batch,
-                 (unsigned long long)min_b, (unsigned long long)max_b, (double)made * 1e3 / (double)wall_ns,
-                 (double)wall_ns / (double)made);
+    uint64_t made = 0, freed = 0, left = 0;
+    for (uint64_t i = 0; i < 2 * threads; i++) {
+        if (i % 2) made += a[i].objects;
+        else freed += a[i].objects;
+    }
+    while (st.top) {
+        batch_t *b = st.top;
+        st.top = b->next;
+        free_batch(b, batch, size, -1);
+        left += batch;
+    }
+    if (made != freed + left || freed == 0)
+        bench_check_failed("made %llu objects, releasers freed %llu and %llu were left", (unsigned long long)made,
+                           (unsigned long long)freed, (unsigned long long)left);
+    bench_result("xmalloc", "threads=%llu size=%llu batch=%llu seconds=%.3f frees=%llu mfrees_per_s=%.3f "
+                 "ns_per_free=%.3f check=ok",
+                 (unsigned long long)threads, (unsigned long long)size, (unsigned long long)batch, seconds,
+                 (unsigned long long)freed, (double)freed * 1e3 / (double)wall_ns, (double)wall_ns / (double)freed);
     return 0;
 }

@@ -16,6 +16,7 @@
  * off and ccow_state says why. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ccow/ccow.h"
@@ -92,7 +93,7 @@ static void ccow_disable(const char *what, int err) {
 
 /* ---- the tracking period ---- */
 
-static bool period_stale(uint32_t gen) { return __atomic_load_n(&S.fork_gen, __ATOMIC_ACQUIRE) != gen; }
+static bool period_stale(uint32_t gen) { return atomic_load_explicit(&S.fork_gen, memory_order_acquire) != gen; }
 
 /* Grows the history table to at least 2 x n slots, keeping its entries.
  * Metadata memory is never freed: the old table is simply left behind. */
@@ -249,7 +250,7 @@ static int precopy_round(size_t n, uint32_t gen, uint32_t t_pct, ccow_bucket_t *
                 if (!nap(wait, gen)) return -1;
             if (period_stale(gen) || S.disabled || S.opt == CCOW_OPT_OFF) return -1;
             uint32_t shared = 0;
-            int err = _hpm_ccow_precopy(r->addr, S.mech, &shared);
+            int err = _hpm_ccow_precopy(r->addr, __atomic_load_n(&S.mech, __ATOMIC_ACQUIRE), &shared);
             if (fatal_errno(err)) { ccow_disable("MADV_COLLAPSE", err); return -1; }
             r->precopied = true;
             if (err) continue;   /* EAGAIN, ENOMEM, ENOENT: skip this region this period */
@@ -320,7 +321,7 @@ static void track_period(uint32_t gen, size_t n) {
         if (done > 0 || s.excl_pages != last_excl) quiet_since = now;
         else if (now - quiet_since > CCOW_QUIET_NS) break;
         last_excl = s.excl_pages;
-        if (S.mech == CCOW_MECH_SWAP && done > 0) _hpm_ccow_spares_fill(CCOW_SPARES);
+        if (__atomic_load_n(&S.mech, __ATOMIC_ACQUIRE) == CCOW_MECH_SWAP && done > 0) _hpm_ccow_spares_fill(CCOW_SPARES);
         /* Scanning costs a few ms per GiB: keep it under a fifth of a core.
          * History needs scans only to observe and to see the child go:
          * a twentieth of a core, at most 5 per second. */
@@ -345,7 +346,7 @@ static void *ccow_thread(void *arg) {
     (void)arg;
     uint32_t seen = 0;
     for (;;) {
-        uint32_t gen = __atomic_load_n(&S.fork_gen, __ATOMIC_ACQUIRE);
+        uint32_t gen = atomic_load_explicit(&S.fork_gen, memory_order_acquire);
         if (gen == seen) {
             _hpm_ccow_os->futex_wait((uint32_t *)&S.fork_gen, gen);
             continue;
@@ -356,7 +357,7 @@ static void *ccow_thread(void *arg) {
             S.probed = true;
             int err = _hpm_ccow_scan_probe();
             if (err) { ccow_disable("pagemap", err); continue; }
-            if (S.mech == CCOW_MECH_SWAP) _hpm_ccow_spares_fill(CCOW_SPARES);
+            if (__atomic_load_n(&S.mech, __ATOMIC_ACQUIRE) == CCOW_MECH_SWAP) _hpm_ccow_spares_fill(CCOW_SPARES);
         }
         run_period(gen);
         if (!period_stale(gen)) __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
@@ -372,8 +373,8 @@ static void atfork_parent(void) {
     _hpm_ccow_guard_unlock();
     if (S.disabled || S.opt == CCOW_OPT_OFF) return;
     stat_add(&_hpm_stats->ccow_forks, 1);
-    __atomic_store_n(&S.fork_ns, _hpm_os->now_ns(), __ATOMIC_RELEASE);
-    __atomic_fetch_add(&S.fork_gen, 1, __ATOMIC_ACQ_REL);
+    atomic_store_explicit(&S.fork_ns, _hpm_os->now_ns(), memory_order_release);
+    atomic_fetch_add_explicit(&S.fork_gen, 1, memory_order_acq_rel);
     if (!S.thread_started) {
         S.thread_started = true;
         int err = _hpm_os->thread_start(ccow_thread, NULL);
@@ -392,8 +393,8 @@ static void atfork_child(void) {
 /* ---- init and public API ---- */
 
 static void mode_store(long opt, long rate) {
-    __atomic_store_n(&S.opt, opt, __ATOMIC_RELEASE);
-    __atomic_store_n(&S.rate_mib_s, rate < 0 ? 0 : rate, __ATOMIC_RELEASE);
+    atomic_store_explicit(&S.opt, opt, memory_order_release);
+    atomic_store_explicit(&S.rate_mib_s, rate < 0 ? 0 : rate, memory_order_release);
     state_publish();
 }
 
@@ -424,7 +425,7 @@ void _hpm_ccow_set_mech(ccow_mech_t m) {
 __attribute__((visibility("default"))) int hpm_ccow_config(const char *mode, long rate_mib_s) {
     long opt;
     if (!_hpm_ccow_parse_mode(mode, &opt) || rate_mib_s < 0) { errno = EINVAL; return -1; }
-    (void)hpm_option_get(HPM_OPT_CCOW);   /* runs the core's init (and so ours) without allocating */
+    _hpm_init_slow();   /* the start-up gate: runs the core's init (and so ours) without allocating */
     _hpm_ccow_init();
     mode_store(opt, rate_mib_s);
     return 0;

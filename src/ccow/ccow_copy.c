@@ -22,6 +22,7 @@
  * (the copy would bring old bytes back) nor unmapped under a prefault. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include "ccow/ccow.h"
 
@@ -44,15 +45,15 @@ static const hpm_os_t *inner_os;
 static void core_op_enter(void *addr, size_t len) {
     uintptr_t a = (uintptr_t)addr;
     for (;;) {
-        __atomic_fetch_add(&core_ops, 1, __ATOMIC_SEQ_CST);
-        uintptr_t b = __atomic_load_n(&busy_region, __ATOMIC_SEQ_CST);
+        atomic_fetch_add_explicit(&core_ops, 1, memory_order_seq_cst);
+        uintptr_t b = atomic_load_explicit(&busy_region, memory_order_seq_cst);
         if (!b || a + len <= b || a >= b + HPM_HP_BYTES) return;
-        __atomic_fetch_sub(&core_ops, 1, __ATOMIC_SEQ_CST);
-        while (__atomic_load_n(&busy_region, __ATOMIC_SEQ_CST) == b) _hpm_ccow_os->yield_cpu();
+        atomic_fetch_sub_explicit(&core_ops, 1, memory_order_seq_cst);
+        while (atomic_load_explicit(&busy_region, memory_order_seq_cst) == b) _hpm_ccow_os->yield_cpu();
     }
 }
 
-static void core_op_exit(void) { __atomic_fetch_sub(&core_ops, 1, __ATOMIC_SEQ_CST); }
+static void core_op_exit(void) { atomic_fetch_sub_explicit(&core_ops, 1, memory_order_seq_cst); }
 
 static int guarded_release(void *addr, size_t len) {
     core_op_enter(addr, len);
@@ -87,11 +88,11 @@ const hpm_os_t *_hpm_ccow_os_guard(const hpm_os_t *os) {
 }
 
 static void busy_begin(uintptr_t region) {
-    __atomic_store_n(&busy_region, region, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&core_ops, __ATOMIC_SEQ_CST) > 0) _hpm_ccow_os->yield_cpu();
+    atomic_store_explicit(&busy_region, region, memory_order_seq_cst);
+    while (atomic_load_explicit(&core_ops, memory_order_seq_cst) > 0) _hpm_ccow_os->yield_cpu();
 }
 
-static void busy_end(void) { __atomic_store_n(&busy_region, 0, __ATOMIC_SEQ_CST); }
+static void busy_end(void) { atomic_store_explicit(&busy_region, 0, memory_order_seq_cst); }
 
 /* ---- fork guard and spares ---- */
 

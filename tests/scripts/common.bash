@@ -119,3 +119,19 @@ run_env() {
     run_args="$*"
     env "${envs[@]}" "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
 }
+
+# run_counted BIN LABEL ENV... -- ARGS...: runs BIN (a test program that
+# prints "N passed, N failed") via run_env, shows its output, and counts one
+# check: exit 0 and "0 failed". Needs $tmp.
+run_counted() {
+    local bin=$1 label=$2; shift 2
+    local t0=$SECONDS rc
+    run_env "$bin" "$@"
+    rc=$?
+    cat "$tmp/out"; head -n 20 "$tmp/err"
+    if [[ $rc -eq 0 ]] && grep -q '^[0-9]* passed, 0 failed$' "$tmp/out"; then
+        t_ok "$(basename "$bin") $run_args on $label ($((SECONDS - t0)) s)"
+    else
+        t_bad "$(basename "$bin") $run_args on $label: rc=$rc $(tail -n 1 "$tmp/out")"
+    fi
+}

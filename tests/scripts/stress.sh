@@ -21,27 +21,15 @@ bin=$(require_prog stress) || t_abort "cannot build build/tests/progs/stress"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-run_stress() {  # label, env..., -- args
-    local label=$1; shift
-    local t0=$SECONDS rc
-    run_env "$bin" "$@"
-    rc=$?
-    cat "$tmp/out"; head -n 20 "$tmp/err"
-    if [[ $rc -eq 0 ]] && grep -q '^[0-9]* passed, 0 failed$' "$tmp/out"; then
-        t_ok "stress $run_args on $label ($((SECONDS - t0)) s)"
-    else
-        t_bad "stress $run_args on $label: rc=$rc $(tail -n 1 "$tmp/out")"
-    fi
-}
 
-run_stress glibc LD_PRELOAD= -- 4 50 40
-run_stress "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" HPM_STATS=1 -- 4 100 50
+run_counted "$bin" glibc LD_PRELOAD= -- 4 50 40
+run_counted "$bin" "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" HPM_STATS=1 -- 4 100 50
 check_stats_seen "$tmp/err" "stress"
-run_stress "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" -- 2 200 10
-run_stress "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" -- 16 5 20
-run_stress "$HPM_LIB eager release" LD_PRELOAD="$HPM_LIB_ABS" HPM_RELEASE_DELAY=0 HPM_HP_CACHE=0 \
+run_counted "$bin" "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" -- 2 200 10
+run_counted "$bin" "$HPM_LIB" LD_PRELOAD="$HPM_LIB_ABS" -- 16 5 20
+run_counted "$bin" "$HPM_LIB eager release" LD_PRELOAD="$HPM_LIB_ABS" HPM_RELEASE_DELAY=0 HPM_HP_CACHE=0 \
     HPM_SUBRELEASE=1 -- 4 50 30
-run_stress "$HPM_LIB HPM_PAGES=off" LD_PRELOAD="$HPM_LIB_ABS" HPM_PAGES=off -- 4 20 20
-run_stress "$HPM_LIB HPM_PAGES=hugetlb" LD_PRELOAD="$HPM_LIB_ABS" HPM_PAGES=hugetlb -- 4 20 20
-run_stress "$HPM_LIB HPM_COLORS=0x3" LD_PRELOAD="$HPM_LIB_ABS" HPM_COLORS=0x3 -- 4 20 20
+run_counted "$bin" "$HPM_LIB HPM_PAGES=off" LD_PRELOAD="$HPM_LIB_ABS" HPM_PAGES=off -- 4 20 20
+run_counted "$bin" "$HPM_LIB HPM_PAGES=hugetlb" LD_PRELOAD="$HPM_LIB_ABS" HPM_PAGES=hugetlb -- 4 20 20
+run_counted "$bin" "$HPM_LIB HPM_COLORS=0x3" LD_PRELOAD="$HPM_LIB_ABS" HPM_COLORS=0x3 -- 4 20 20
 t_done

@@ -1,0 +1,264 @@
+/* rptest.c: rpmalloc's benchmark (Mattias Jansson's rpmalloc-benchmark), as
+ * mimalloc-bench runs it: `rptest T 0 1 2 500 1000 100 8 16000` = T
+ * threads, random sizes with a linear drop-off in [8, 16000], a batch of
+ * cross-thread frees every 2nd loop, 500 loops, 1000 live slots per
+ * thread, about 100 operations per loop.
+ *
+ * The threads are started --runs times (2 in the original); each time a
+ * thread runs 2 iterations of --loops loops. A loop: (1) takes the
+ * batches other threads sent it and frees every block in them; (2) frees
+ * 0.8 * --ops * p1 slots, walking its slot ring by a prime stride; (3)
+ * replaces --ops * p2 slots (free the old block, allocate a new one of
+ * the next size of the table) by another prime stride; (4) every
+ * --cross-rate loops allocates a batch of --ops * p2 more blocks and
+ * pushes it onto the lock-free list of the next thread, which frees them.
+ * p1, p2 are percentages in [30, 99] from fixed tables and the sizes come
+ * from a fixed table of 2000 (here both drawn once from --seed). As in the
+ * original, blocks are zeroed (calloc) or, for one in three sizes under
+ * 4 KiB, allocated 8- or 16-byte aligned (memalign) and filled; the first
+ * 4 bytes hold the size, every page and the last byte are written. A
+ * thread stops sending batches once any thread has finished its loops; at
+ * the end of an iteration the threads meet, free what was sent to them
+ * and their own slots.
+ *
+ * Self-check: the first word of each block must still hold its size (which
+ * its owner knows) and its last byte 1 when it is freed; every block sent is freed exactly once
+ * (counted). Result: RESULT bench=rptest threads=T ... memops=N
+ *   mops=X ns_per_op=X check=ok (memops counts mallocs and frees;
+ *   ns_per_op = wall time / memops). */
+#include <getopt.h>
+#include <malloc.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bench_common.h"
+
+#define N_SIZES 2000
+#define N_OPS 311
+
+typedef struct sent {
+    struct sent *next;
+    uint64_t count;
+    uint64_t first_size;      /* block k has size size_table[(first_size + k) % N_SIZES] */
+    void **blk;
+} sent_t;
+
+typedef struct worker {
+    int id;
+    struct worker *all;
+    _Atomic(sent_t *) inbox;
+    uint64_t memops, sent_blocks, recv_blocks;
+} worker_t;
+
+static const char *prog = "rptest";
+static uint64_t n_threads, loops, slots, cross_rate, alloc_stride, free_stride;
+static size_t size_table[N_SIZES];
+static uint64_t alloc_ops[N_OPS], free_ops[N_OPS];
+static atomic_int finished_loops;
+static pthread_barrier_t meet;
+
+static void *alloc_block(size_t size, uint64_t k) {
+    unsigned char *p;
+    static const size_t align[3] = {0, 8, 16};
+    size_t a = size < 4096 ? align[k % 3] : 0;
+    if (a) {
+        p = memalign(a, size);
+        if (p) memset(p, 0xCD, size);
+    } else {
+        p = calloc(1, size);
+    }
+    if (!p) { fprintf(stderr, "allocation of %zu bytes failed\n", size); exit(4); }
+    uint32_t s32 = (uint32_t)size;
+    memcpy(p, &s32, 4);
+    for (size_t page = 1; page < (size - 1) / 4096; page++) p[page * 4096] = 1;
+    p[size - 1] = 1;
+    return p;
+}
+
+/* want: the block's size, known to its owner. */
+static void free_block(worker_t *w, void *blk, size_t want) {
+    unsigned char *p = blk;
+    uint32_t s32;
+    memcpy(&s32, p, 4);
+    if (s32 != want || p[s32 - 1] != 1)
+        bench_check_failed("thread %d: block of %zu bytes at %p was overwritten (size word %u)", w->id, want, blk, s32);
+    free(blk);
+    w->memops++;
+}
+
+static void drain_inbox(worker_t *w) {
+    sent_t *s = atomic_exchange(&w->inbox, NULL);
+    while (s) {
+        sent_t *next = s->next;
+        for (uint64_t i = 0; i < s->count; i++) free_block(w, s->blk[i], size_table[(s->first_size + i) % N_SIZES]);
+        w->recv_blocks += s->count;
+        free(s->blk);
+        free(s);
+        w->memops += 2;
+        s = next;
+    }
+}
+
+static void send(worker_t *to, sent_t *s) {
+    sent_t *old = atomic_load(&to->inbox);
+    do s->next = old;
+    while (!atomic_compare_exchange_weak(&to->inbox, &old, s));
+}
+
+static void *worker_main(void *arg) {
+    worker_t *w = arg;
+    void **slot = bench_xmalloc(sizeof(void *) * slots);
+    memset(slot, 0, sizeof(void *) * slots);
+    size_t *slot_size = bench_scratch_alloc(sizeof(size_t) * slots);   /* for the check only */
+    uint64_t alloc_idx = 0, free_idx = 0, cross = (uint64_t)w->id;
+    for (uint64_t iter = 0; iter < 2; iter++) {
+        uint64_t size_idx = ((uint64_t)(w->id + 1) * ((iter + 1) * 37)) % N_SIZES;
+        int do_send = 1;
+        for (uint64_t loop = 0; loop < loops; loop++) {
+            drain_inbox(w);
+            uint64_t n_free = free_ops[(iter + loop) % N_OPS], n_alloc = alloc_ops[(iter + loop) % N_OPS];
+            for (uint64_t k = 0; k < n_free; k++) {
+                if (slot[free_idx]) { free_block(w, slot[free_idx], slot_size[free_idx]); slot[free_idx] = NULL; }
+                free_idx = (free_idx + free_stride) % slots;
+            }
+            for (uint64_t k = 0; k < n_alloc; k++) {
+                if (slot[alloc_idx]) free_block(w, slot[alloc_idx], slot_size[alloc_idx]);
+                slot_size[alloc_idx] = size_table[(size_idx + 2) % N_SIZES];
+                slot[alloc_idx] = alloc_block(slot_size[alloc_idx], size_idx + k);
+                w->memops++;
+                alloc_idx = (alloc_idx + alloc_stride) % slots;
+                size_idx = (size_idx + 1) % N_SIZES;
+            }
+            if (cross_rate && loop % cross_rate == 0 && do_send) {
+                sent_t *s = bench_xmalloc(sizeof *s);
+                s->count = n_alloc;
+                s->first_size = size_idx + 2;
+                s->blk = bench_xmalloc(sizeof(void *) * n_alloc);
+                w->memops += 2;
+                for (uint64_t k = 0; k < n_alloc; k++) {
+                    s->blk[k] = alloc_block(size_table[(size_idx + 2) % N_SIZES], size_idx + k);
+                    w->memops++;
+                    size_idx = (size_idx + 1) % N_SIZES;
+                }
+                cross = (cross + 1) % n_threads;
+                if (n_threads > 1 && cross == (uint64_t)w->id) cross = (cross + 1) % n_threads;
+                w->sent_blocks += n_alloc;
+                send(&w->all[cross], s);
+            }
+            if (atomic_load_explicit(&finished_loops, memory_order_relaxed) > 0) do_send = 0;
+        }
+        atomic_fetch_add(&finished_loops, 1);
+        pthread_barrier_wait(&meet);   /* every batch of this iteration has been sent */
+        drain_inbox(w);
+        for (uint64_t i = 0; i < slots; i++)
+            if (slot[i]) { free_block(w, slot[i], slot_size[i]); slot[i] = NULL; }
+        pthread_barrier_wait(&meet);
+        if (w->id == 0) atomic_store(&finished_loops, 0);
+        pthread_barrier_wait(&meet);
+    }
+    free(slot);
+    bench_scratch_free(slot_size, sizeof(size_t) * slots);
+    return NULL;
+}
+
+static void usage(void) {
+    printf("usage: rptest [--threads T] [--loops N] [--slots N] [--ops N] [--cross-rate N]\n"
+           "              [--min BYTES] [--max BYTES] [--dist even|linear|exp] [--runs N] [--seed S]\n"
+           "  rpmalloc's benchmark: T threads replace blocks of random size in rings of N\n"
+           "  slots; every --cross-rate loops a batch of blocks goes to another thread,\n"
+           "  which frees them. The threads are started --runs times (the original: 2).\n"
+           "  Defaults (mimalloc-bench's `rptest T 0 1 2 500 1000 100 8 16000`):\n"
+           "    --threads 2 --loops 500 --slots 1000 --ops 100 --cross-rate 2 --min 8 --max 16000\n"
+           "    --dist linear --runs 2 --seed 1\n"
+           "  Prints: RESULT bench=rptest ... mops=X ns_per_op=X check=ok\n");
+}
+
+int main(int argc, char **argv) {
+    uint64_t ops = 100, min_b = 8, max_b = 16000, seed = 1, runs = 2;
+    const char *dist = "linear";
+    n_threads = 2; loops = 500; slots = 1000; cross_rate = 2;
+    static const struct option opts[] = {
+        {"threads", 1, 0, 't'}, {"loops", 1, 0, 'l'}, {"slots", 1, 0, 'n'}, {"ops", 1, 0, 'o'},
+        {"cross-rate", 1, 0, 'c'}, {"min", 1, 0, 'a'}, {"max", 1, 0, 'b'}, {"dist", 1, 0, 'd'},
+        {"runs", 1, 0, 'r'}, {"seed", 1, 0, 's'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r': runs = bench_arg_size(prog, "--runs", optarg, 1, 1u << 20); break;
+        case 't': n_threads = bench_arg_size(prog, "--threads", optarg, 1, 256); break;
+        case 'l': loops = bench_arg_size(prog, "--loops", optarg, 1, 1u << 24); break;
+        case 'n': slots = bench_arg_size(prog, "--slots", optarg, 1, 1u << 24); break;
+        case 'o': ops = bench_arg_size(prog, "--ops", optarg, 1, 1u << 24); break;
+        case 'c': cross_rate = bench_arg_size(prog, "--cross-rate", optarg, 0, 1u << 24); break;
+        case 'a': min_b = bench_arg_size(prog, "--min", optarg, 8, 1u << 30); break;
+        case 'b': max_b = bench_arg_size(prog, "--max", optarg, 8, 1u << 30); break;
+        case 'd': dist = optarg; break;
+        case 's': seed = bench_arg_size(prog, "--seed", optarg, 0, UINT64_MAX); break;
+        case 'h': usage(); return 0;
+        default: bench_usage_error(prog, "unknown option");
+        }
+    }
+    if (optind < argc) bench_usage_error(prog, "unexpected argument '%s'", argv[optind]);
+    if (min_b > max_b) bench_usage_error(prog, "--min is larger than --max");
+    int d = !strcmp(dist, "even") ? 0 : !strcmp(dist, "linear") ? 1 : !strcmp(dist, "exp") ? 2 : -1;
+    if (d < 0) bench_usage_error(prog, "unknown --dist '%s'", dist);
+    if (n_threads == 1) cross_rate = 0;
+
+    /* Strides: the first primes that do not divide the slot count. */
+    static const uint64_t primes[] = {7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73};
+    int ip = 0;
+    while (slots % primes[ip] == 0) ip++;
+    alloc_stride = primes[ip++];
+    while (slots % primes[ip] == 0) ip++;
+    free_stride = primes[ip];
+
+    /* The size table: uniform, then shaped as the original's drop-offs. */
+    bench_rng_t rng;
+    bench_rng_seed(&rng, seed);
+    double range = (double)(max_b - min_b), u[N_SIZES];
+    for (int i = 0; i < N_SIZES; i++) u[i] = (double)bench_rng_below(&rng, 100000) / 100000.0;
+    for (int i = 0; i < N_SIZES; i++) {
+        double w0 = 1.0 - u[i], w1 = 1.0 - u[(i + 1) % N_SIZES], even = range * u[(i + 2) % N_SIZES];
+        double s = d == 0 ? round(range * u[i]) : d == 1 ? even * fabs(w0 + w1 - 1.0) : even * w0 * w1;
+        size_table[i] = (size_t)min_b + (size_t)s;
+    }
+    for (int i = 0; i < N_OPS; i++) {
+        alloc_ops[i] = (uint64_t)((double)ops * (double)bench_rng_range(&rng, 30, 99) / 100.0);
+        free_ops[i] = (uint64_t)(0.8 * (double)ops * (double)bench_rng_range(&rng, 30, 99) / 100.0);
+    }
+
+    worker_t *w = bench_scratch_alloc(sizeof *w * n_threads);
+    pthread_t *tid = bench_scratch_alloc(sizeof *tid * n_threads);
+    pthread_barrier_init(&meet, NULL, (unsigned)n_threads);
+    for (uint64_t i = 0; i < n_threads; i++) {   /* all set up before any thread sends */
+        w[i].id = (int)i;
+        w[i].all = w;
+        atomic_init(&w[i].inbox, NULL);
+    }
+    uint64_t t0 = bench_now_ns();
+    for (uint64_t r = 0; r < runs; r++) {
+        for (uint64_t i = 0; i < n_threads; i++)
+            if (pthread_create(&tid[i], NULL, worker_main, &w[i])) { perror("pthread_create"); return 1; }
+        for (uint64_t i = 0; i < n_threads; i++) pthread_join(tid[i], NULL);
+    }
+    uint64_t wall_ns = bench_now_ns() - t0, memops = 0, sent = 0, recv = 0;
+    for (uint64_t i = 0; i < n_threads; i++) {
+        memops += w[i].memops;
+        sent += w[i].sent_blocks;
+        recv += w[i].recv_blocks;
+        if (atomic_load(&w[i].inbox)) bench_check_failed("thread %llu still has blocks sent to it", (unsigned long long)i);
+    }
+    if (sent != recv)
+        bench_check_failed("%llu blocks sent across threads, %llu freed", (unsigned long long)sent, (unsigned long long)recv);
+    bench_result("rptest", "threads=%llu loops=%llu slots=%llu ops=%llu cross_rate=%llu min=%llu max=%llu dist=%s "
+                 "runs=%llu memops=%llu cross_blocks=%llu mops=%.3f ns_per_op=%.3f check=ok",
+                 (unsigned long long)n_threads, (unsigned long long)loops, (unsigned long long)slots,
+                 (unsigned long long)ops, (unsigned long long)cross_rate, (unsigned long long)min_b,
+                 (unsigned long long)max_b, dist, (unsigned long long)runs, (unsigned long long)memops, (unsigned long long)sent,
+                 (double)memops * 1e3 / (double)wall_ns, (double)wall_ns / (double)memops);
+    return 0;
+}

@@ -1,0 +1,108 @@
+/* remote.c: frees from other threads, as messages between heaps.
+ *
+ * A thread that frees a block of a slab owned by another heap does not
+ * touch the slab: it reads the owner, links the block into its own outbox
+ * batch for that owner (no atomic), and hands a whole batch over with one
+ * CAS onto the owner's inbox when the batch is full, when its slot is needed
+ * for another owner, or on the thread's slow paths and at exit. The owner
+ * takes its inbox with one exchange on its slow paths and frees each block
+ * locally (or forwards it, when the slab has changed hands since).
+ *
+ * Invariants:
+ * - a block on its way (outbox, inbox) still counts in its slab's `used`,
+ *   so the slab cannot be released, recycled or re-formatted before the
+ *   message is processed; the sender never touches the span again after
+ *   reading the owner (issue 13 item 6).
+ * - a heap closes its inbox (HPM_INBOX_CLOSED) only after abandoning every
+ *   slab it owned, so a sender that finds it closed re-reads the owner and
+ *   finds someone else or the abandoned state; nothing is left in the inbox
+ *   of a dead thread.
+ * - heap records are never freed, so a late batch to a reused record is
+ *   safe: its new thread forwards what is not its own. */
+#include "internal.h"
+
+#define INBOX_CLOSED ((void *)1)
+
+static inline unsigned slot_of(const hpm_heap_t *to) {
+    return (unsigned)(((uintptr_t)to >> 6) * 0x9e3779b9u >> 29) & (HPM_OUTBOX_SLOTS - 1);
+}
+
+/* Push the list head..tail onto to's inbox. False when it is closed. */
+static bool send(hpm_heap_t *to, void **head, void **tail) {
+    void *old = atomic_load_explicit(&to->inbox, memory_order_relaxed);
+    do {
+        if (old == INBOX_CLOSED) return false;
+        tail[0] = old;
+    } while (!atomic_compare_exchange_weak_explicit(&to->inbox, &old, head, memory_order_release,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+static void flush_slot(hpm_heap_t *h, hpm_outbox_t *o) {
+    void **head = o->head, **tail = o->tail;
+    hpm_heap_t *to = o->to;
+    h->outbox_blocks -= o->count;
+    o->head = o->tail = NULL;
+    o->count = 0;
+    if (send(to, head, tail)) return;
+    /* the owner exited after we read it: every one of its slabs has a new
+     * state now, so route each block again */
+    for (void **b = head, **next; b; b = next) {
+        next = b == tail ? NULL : b[0];
+        _hpm_free_other(h, b);
+    }
+}
+
+void _hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b) {
+    if (unlikely(h == NULL)) {   /* no heap (metadata ran out): one message */
+        if (!send(to, b, b)) _hpm_free_other(NULL, b);
+        return;
+    }
+    hpm_outbox_t *o = &h->outbox[slot_of(to)];
+    if (o->to != to) {
+        if (o->count) flush_slot(h, o);
+        o->to = to;
+    }
+    b[0] = o->head;
+    if (!o->head) o->tail = b;
+    o->head = b;
+    o->count++;
+    h->outbox_blocks++;
+    if (o->count >= HPM_OUTBOX_BATCH) flush_slot(h, o);
+}
+
+void _hpm_remote_flush(hpm_heap_t *h) {
+    while (h->outbox_blocks) {   /* rerouting may refill a slot */
+        for (unsigned i = 0; i < HPM_OUTBOX_SLOTS; i++)
+            if (h->outbox[i].count) flush_slot(h, &h->outbox[i]);
+    }
+}
+
+/* Free each block of a taken inbox list: into our own slabs locally, any
+ * other (a slab that changed hands) routed again. */
+static void process(hpm_heap_t *h, void **list) {
+    for (void **b = list, **next; b; b = next) {
+        next = b[0];
+        hpm_span_t *s = hpm_span_of(b);
+        if (atomic_load_explicit(&s->owner, memory_order_relaxed) == h) hpm_slab_free_local(h, s, b);
+        else _hpm_free_other(h, b);
+    }
+}
+
+void _hpm_remote_drain(hpm_heap_t *h) {
+    if (atomic_load_explicit(&h->inbox, memory_order_relaxed) == INBOX_CLOSED) return;   /* exiting */
+    void **list = atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
+    if (list) process(h, list);
+}
+
+void _hpm_remote_close(hpm_heap_t *h) {
+    void **list = atomic_exchange_explicit(&h->inbox, INBOX_CLOSED, memory_order_acquire);
+    if (list) process(h, list);
+    _hpm_remote_flush(h);
+}
+
+void _hpm_remote_open(hpm_heap_t *h) {
+    for (unsigned i = 0; i < HPM_OUTBOX_SLOTS; i++) h->outbox[i] = (hpm_outbox_t){0};
+    h->outbox_blocks = 0;
+    atomic_store_explicit(&h->inbox, NULL, memory_order_release);
+}
