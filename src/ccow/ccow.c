@@ -62,14 +62,20 @@ static struct {
 static void stat_add(uint64_t *field, uint64_t v) { __atomic_fetch_add(field, v, __ATOMIC_RELAXED); }
 static void stat_set(uint64_t *field, uint64_t v) { __atomic_store_n(field, v, __ATOMIC_RELAXED); }
 
+/* ccow_state is read while we write it (hpm stat, tests): byte by byte, atomically. */
+static void state_write(const char *buf, size_t len) {
+    for (size_t i = 0; i < len; i++) __atomic_store_n(&_hpm_stats->ccow_state[i], buf[i], __ATOMIC_RELAXED);
+}
+
 static void state_publish(void) {
     if (!_hpm_stats) return;
     char buf[sizeof _hpm_stats->ccow_state];
     if (S.disabled) return;        /* the reason stays */
     ccow_mode_t m = {S.opt, S.rate_mib_s};
-    _hpm_ccow_mode_name(&m, S.t_pct, buf, sizeof buf);
-    memcpy(_hpm_stats->ccow_state, buf, sizeof buf);
-    uint32_t t = S.opt == CCOW_OPT_ADAPTIVE ? S.t_pct : S.opt >= 1 && S.opt <= 100 ? (uint32_t)S.opt : 0;
+    uint32_t t_now = __atomic_load_n(&S.t_pct, __ATOMIC_ACQUIRE);   /* adapt_finish moves it on CCoW's thread */
+    _hpm_ccow_mode_name(&m, t_now, buf, sizeof buf);
+    state_write(buf, sizeof buf);
+    uint32_t t = S.opt == CCOW_OPT_ADAPTIVE ? t_now : S.opt >= 1 && S.opt <= 100 ? (uint32_t)S.opt : 0;
     __atomic_store_n(&_hpm_stats->ccow_threshold_pct, t, __ATOMIC_RELAXED);
 }
 
@@ -85,7 +91,7 @@ static void ccow_disable(const char *what, int err) {
     buf[i] = 0;
     S.disabled = 1;
     if (_hpm_stats) {
-        memcpy(_hpm_stats->ccow_state, buf, sizeof buf);
+        state_write(buf, sizeof buf);
         __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
     }
     _hpm_message("hpmalloc: ccow turned off: %s (errno %d)\n", what, err);
@@ -284,7 +290,7 @@ static void adapt_finish(size_t n) {
         if (S.regions[i].control && S.regions[i].crossed)
             _hpm_ccow_adapt_note(&a, S.regions[i].cov_cross, S.regions[i].cov_last);
     S.adapt = a;
-    S.t_pct = _hpm_ccow_adapt_next(&a, S.t_pct);
+    __atomic_store_n(&S.t_pct, _hpm_ccow_adapt_next(&a, S.t_pct), __ATOMIC_RELEASE);
     state_publish();
 }
 
