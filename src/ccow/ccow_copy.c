@@ -160,10 +160,14 @@ static bool region_still_mapped(uintptr_t region, uint32_t *shared) {
     return true;
 }
 
+/* The busy window is held under the fork guard too: a fork inside it
+ * would leave busy_region set in the child, whose core then waits for it
+ * (its own atfork handler runs before ours can clear it) forever. */
 static int precopy_collapse(uintptr_t region, bool prefault_all, uint32_t *shared_before) {
     uint64_t pm[HPM_PAGES_PER_HP];
+    _hpm_ccow_guard_lock();
     busy_begin(region);
-    if (!region_still_mapped(region, shared_before)) { busy_end(); return ENOENT; }
+    if (!region_still_mapped(region, shared_before)) { busy_end(); _hpm_ccow_guard_unlock(); return ENOENT; }
     if (prefault_all && _hpm_os->pagemap((const void *)region, HPM_PAGES_PER_HP, pm) == 0) {
         for (uint32_t i = 0; i < HPM_PAGES_PER_HP; i++)
             if ((pm[i] >> 63) && !((pm[i] >> 56) & 1))
@@ -172,6 +176,7 @@ static int precopy_collapse(uintptr_t region, bool prefault_all, uint32_t *share
         __atomic_fetch_add((uint64_t *)region, 0, __ATOMIC_RELAXED);
     }
     busy_end();
+    _hpm_ccow_guard_unlock();
     return collapse_retry(region);
 }
 

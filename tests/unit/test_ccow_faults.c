@@ -25,6 +25,7 @@
 #include "hpmalloc.h"
 #include "ccow/ccow.h"
 #include "testhelper.h"
+#include "test_ccow_stats.h"
 
 #define TABLE_WORDS ((size_t)(32u << 20) / 8)
 
@@ -79,7 +80,7 @@ static uint64_t table_sum(void) {
 
 static uint64_t precopied_now(void) {
     hpm_stats_t st;
-    hpm_stats_get(&st);
+    ccow_stats_read(&st);
     return st.ccow_regions_precopied;
 }
 
@@ -136,7 +137,7 @@ static int scenario(const scenario_t *sc) {
     CHECK(fork_and_check(sc->copies ? 0 : 300, sc->copies), "%s: the child's snapshot changed", what);
     hpm_stats_t s;
     for (int i = 0; i < 1000; i++) {
-        hpm_stats_get(&s);
+        ccow_stats_read(&s);
         if (sc->disables ? !strncmp(s.ccow_state, "disabled", 8)
                          : !s.ccow_active && (!sc->copies || s.ccow_regions_precopied > 0)) break;
         sleep_ms(5);
@@ -155,7 +156,7 @@ static int scenario(const scenario_t *sc) {
               "%s: %llu regions pre-copied", what, (unsigned long long)s.ccow_regions_precopied);
     }
     CHECK(fork_and_check(50, 0), "%s: second fork's snapshot changed", what);
-    hpm_stats_get(&s);
+    ccow_stats_read(&s);
     if (sc->disables)
         CHECK(s.ccow_forks == 1, "%s: a disabled CCoW still counts forks (%llu)", what, (unsigned long long)s.ccow_forks);
     else
