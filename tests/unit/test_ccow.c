@@ -13,6 +13,7 @@
  * adaptive T, the history rule and its table). */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ static void *writer_main(void *arg) {
         }
         if (atomic_load(&pause_req)) {
             atomic_fetch_add(&paused_n, 1);
-            while (atomic_load(&pause_req)) { }
+            while (atomic_load(&pause_req)) sched_yield();   /* leave the cores to CCoW's thread */
             atomic_fetch_sub(&paused_n, 1);
         }
     }

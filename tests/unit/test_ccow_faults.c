@@ -16,6 +16,7 @@
  * of the parent lost. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +65,7 @@ static void *writer_main(void *arg) {
         n++;
         if ((n & 255) == 0 && atomic_load(&pause_req)) {
             atomic_store(&paused, 1);
-            while (atomic_load(&pause_req)) { }
+            while (atomic_load(&pause_req)) sched_yield();   /* leave the cores to CCoW's thread */
             atomic_store(&paused, 0);
         }
     }
@@ -85,8 +86,7 @@ static uint64_t precopied_now(void) {
 }
 
 /* Forks with the writer paused; the child holds its snapshot for hold_ms,
- * or, with wait_copy, until CCoW has pre-copied a region (at most 10 s, so
- * a starved background thread on a loaded machine still gets its turn),
+ * or, with wait_copy, until CCoW has pre-copied a region (see below),
  * then checks it. */
 static int fork_and_check(long hold_ms, int wait_copy) {
     atomic_store(&pause_req, 1);
@@ -102,9 +102,12 @@ static int fork_and_check(long hold_ms, int wait_copy) {
         _exit(table_sum() == want ? 0 : 1);
     }
     close(go[0]);
+    /* With wait_copy the writer stays paused until CCoW has pre-copied a
+     * region (at most 30 s): a writer that runs first may copy every page
+     * by plain CoW on a loaded machine, leaving CCoW nothing to do. */
+    for (int i = 0; wait_copy && i < 6000 && precopied_now() == before; i++) sleep_ms(5);
     atomic_store(&pause_req, 0);
     sleep_ms(hold_ms);
-    for (int i = 0; wait_copy && i < 2000 && precopied_now() == before; i++) sleep_ms(5);
     (void)!write(go[1], "x", 1);
     close(go[1]);
     int st = 0;
