@@ -2,6 +2,7 @@
 # benchmark programs; `make test` runs every test; `make bench` runs the
 # quick evaluation. Sources are found by folder, so adding a file needs no
 # edit here: src/ (library), tools/hpm/ (command), sim/src/ (simulator),
+# sim/cli/ (`hpm sim`, linked into hpm),
 # bench/<group>/<name>.c (one program each), tests/unit/*.c (linked with
 # the static library), tests/progs/*.c (plain programs run under
 # LD_PRELOAD), sim/tests/*.c (simulator tests).
@@ -15,10 +16,23 @@ B := build
 
 LIB_SRC   := $(filter-out src/static.c,$(wildcard src/*.c src/*/*.c))
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(LIB_SRC))
+VERSION   := $(shell sed -n 's/^\#define HPM_VERSION "\(.*\)"/\1/p' include/hpmalloc.h)
+SOVER     := 0
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+# C++ operator new/delete (src/cxx/*.cc) are built only when a C++ compiler
+# exists; they refer to the C++ runtime weakly, so the library does not
+# depend on libstdc++ (docs/install.md).
+CXX       ?= c++
+HAVE_CXX  := $(shell command -v $(CXX) >/dev/null 2>&1 && echo yes)
+LIB_LD    := $(CC)
+ifeq ($(HAVE_CXX),yes)
+LIB_OBJ   += $(patsubst %.cc,$(B)/obj/%.o,$(wildcard src/cxx/*.cc))
+endif
 SIM_SRC   := $(wildcard sim/src/*.c)
 SIM_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(SIM_SRC))
 HPM_SRC   := $(wildcard tools/hpm/*.c tools/hpm/*/*.c)
 HPM_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(HPM_SRC))
+HPM_OBJ   += $(patsubst %.c,$(B)/obj/%.o,$(wildcard sim/cli/*.c))
 BENCH_SRC := $(wildcard bench/*/*.c)
 BENCH_BIN := $(addprefix $(B)/bench/,$(basename $(notdir $(BENCH_SRC))))
 UNIT_SRC  := $(wildcard tests/unit/*.c)
@@ -28,16 +42,27 @@ PROG_BIN  := $(patsubst tests/progs/%.c,$(B)/tests/progs/%,$(PROG_SRC))
 SIMT_SRC  := $(wildcard sim/tests/*.c)
 SIMT_BIN  := $(patsubst sim/tests/%.c,$(B)/tests/sim/%,$(SIMT_SRC))
 
-all: $(B)/libhpmalloc.so $(B)/libhpmalloc.a $(B)/hpm $(BENCH_BIN)
+all: lib $(B)/hpm $(BENCH_BIN)
+lib: $(B)/libhpmalloc.so $(B)/libhpmalloc.so.$(SOVER) $(B)/libhpmalloc.a
 tests: all $(UNIT_BIN) $(PROG_BIN) $(SIMT_BIN)
 
 $(B)/obj/src/%.o: src/%.c $(wildcard src/*.h src/*/*.h) include/hpmalloc.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LIBFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LIBFLAGS) -c $< -o $@
 
-$(B)/libhpmalloc.so: $(LIB_OBJ)
+CXXFLAGS ?= $(OPT) -g
+$(B)/obj/src/%.o: src/%.cc $(wildcard src/*.h src/*/*.h) include/hpmalloc.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -std=c++17 -D_GNU_SOURCE -pthread $(WARN) -fPIC -fvisibility=hidden -Iinclude -Isrc -c $< -o $@
+
+# The shared library: libhpmalloc.so.$(VERSION) with soname libhpmalloc.so.0
+# (the ABI number), and the links libhpmalloc.so.0 and libhpmalloc.so.
+$(B)/libhpmalloc.so.$(VERSION): $(LIB_OBJ)
 	@mkdir -p $(B)
-	$(CC) -shared -o $@ $^ -pthread -ldl
+	$(LIB_LD) -shared -Wl,-soname,libhpmalloc.so.$(SOVER) $(LDFLAGS) -o $@ $^ -pthread -ldl
+
+$(B)/libhpmalloc.so.$(SOVER) $(B)/libhpmalloc.so: $(B)/libhpmalloc.so.$(VERSION)
+	ln -sf $(notdir $<) $@
 
 $(B)/libhpmalloc.a: $(LIB_OBJ)
 	@mkdir -p $(B); rm -f $@
@@ -51,12 +76,12 @@ $(B)/libhpmsim.a: $(SIM_OBJ)
 	@mkdir -p $(B); rm -f $@
 	ar rcs $@ $^
 
-$(B)/obj/tools/%.o: tools/%.c $(wildcard tools/hpm/*.h tools/hpm/*/*.h sim/include/*.h) include/hpmalloc.h
+$(B)/obj/tools/%.o: tools/%.c $(wildcard tools/hpm/*.h tools/hpm/*/*.h tools/proc/*.h sim/include/*.h) include/hpmalloc.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) -Iinclude -Isim/include -Itools/hpm -Itools/hpm/bench -Itools/hpm/stat -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(BASE) -DHPM_MULTIARCH='"$(MULTIARCH)"' -Iinclude -Isim/include -Itools/hpm -Itools/hpm/bench -Itools/hpm/stat -Itools/proc -c $< -o $@
 
 $(B)/hpm: $(HPM_OBJ) $(B)/libhpmsim.a
-	$(CC) -o $@ $(HPM_OBJ) $(B)/libhpmsim.a -pthread -lm -ldl
+	$(CC) $(LDFLAGS) -o $@ $(HPM_OBJ) $(B)/libhpmsim.a -pthread -lm -ldl
 
 # Benchmarks use the process's malloc, so LD_PRELOAD chooses the allocator.
 define bench_rule
@@ -73,6 +98,18 @@ $(B)/tests/unit/%: tests/unit/%.c $(B)/libhpmalloc.a tests/testhelper.h
 $(B)/tests/progs/%: tests/progs/%.c tests/testhelper.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BASE) -Iinclude -Itests -o $@ $< -ldl -lm
+
+ifeq ($(HAVE_CXX),yes)
+CXXPROG_SRC := $(wildcard tests/progs/*.cc)
+CXXPROG_BIN := $(patsubst tests/progs/%.cc,$(B)/tests/progs/%,$(CXXPROG_SRC))
+tests: $(CXXPROG_BIN) $(addsuffix _linked,$(CXXPROG_BIN))
+$(B)/tests/progs/%: tests/progs/%.cc tests/testhelper.h include/hpmalloc.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -std=c++17 -Wall -Wextra -Iinclude -Itests -o $@ $< -ldl
+$(B)/tests/progs/%_linked: tests/progs/%.cc tests/testhelper.h $(B)/libhpmalloc.so.$(SOVER)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -std=c++17 -Wall -Wextra -Iinclude -Itests -o $@ $< -L$(B) -lhpmalloc -Wl,-rpath,$(abspath $(B)) -ldl
+endif
 
 $(B)/tests/sim/%: sim/tests/%.c $(B)/libhpmsim.a tests/testhelper.h
 	@mkdir -p $(dir $@)
@@ -91,7 +128,47 @@ bench:
 clean:
 	rm -rf $(B)
 
-.PHONY: all tests test bench clean
+# Installation (docs/install.md). `make install PREFIX=/usr/local
+# DESTDIR=` copies the library (shared and static), the header, hpm, a
+# pkg-config file, a CMake package and the docs; `make uninstall` with the
+# same variables removes exactly those files.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+DOCDIR     ?= $(PREFIX)/share/doc/hpmalloc
+PCDIR      ?= $(LIBDIR)/pkgconfig
+CMAKEDIR   ?= $(LIBDIR)/cmake/hpmalloc
+DOCS       := README.md $(wildcard docs/*.md)
+SUBST       = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+                  -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOVER@|$(SOVER)|g'
+
+install: lib $(B)/hpm
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PCDIR) \
+	    $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(B)/hpm $(DESTDIR)$(BINDIR)/hpm
+	install -m 644 $(B)/libhpmalloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libhpmalloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libhpmalloc.so.$(SOVER)
+	ln -sf libhpmalloc.so.$(SOVER) $(DESTDIR)$(LIBDIR)/libhpmalloc.so
+	install -m 644 $(B)/libhpmalloc.a $(DESTDIR)$(LIBDIR)/
+	install -m 644 include/hpmalloc.h $(DESTDIR)$(INCLUDEDIR)/
+	$(SUBST) pkgconfig/hpmalloc.pc.in > $(DESTDIR)$(PCDIR)/hpmalloc.pc
+	$(SUBST) cmake/hpmalloc-config.cmake.in > $(DESTDIR)$(CMAKEDIR)/hpmalloc-config.cmake
+	$(SUBST) cmake/hpmalloc-config-version.cmake.in > $(DESTDIR)$(CMAKEDIR)/hpmalloc-config-version.cmake
+	chmod 644 $(DESTDIR)$(PCDIR)/hpmalloc.pc $(DESTDIR)$(CMAKEDIR)/*.cmake
+	install -m 644 docs/hpm.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/hpm $(DESTDIR)$(LIBDIR)/libhpmalloc.so.$(VERSION) \
+	    $(DESTDIR)$(LIBDIR)/libhpmalloc.so.$(SOVER) $(DESTDIR)$(LIBDIR)/libhpmalloc.so \
+	    $(DESTDIR)$(LIBDIR)/libhpmalloc.a $(DESTDIR)$(INCLUDEDIR)/hpmalloc.h $(DESTDIR)$(PCDIR)/hpmalloc.pc \
+	    $(DESTDIR)$(CMAKEDIR)/hpmalloc-config.cmake $(DESTDIR)$(CMAKEDIR)/hpmalloc-config-version.cmake \
+	    $(DESTDIR)$(MANDIR)/man1/hpm.1 $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS)))
+	-rmdir $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
+
+.PHONY: all lib tests test bench clean install uninstall
 
 # ---- the debug tier and the sanitizer builds (docs/tests.md) ----
 # make debug: HPM_DEBUG=3 (every assert, the lock order and the expensive

@@ -98,7 +98,7 @@ typedef enum hpm_option_e {
     HPM_OPT_HP_CACHE,           /* empty hugepages always kept backed        (HPM_HP_CACHE) */
     HPM_OPT_STATS,              /* print stats at exit                       (HPM_STATS) */
     HPM_OPT_CHECK,              /* validate free/realloc pointers            (HPM_CHECK) */
-    HPM_OPT_CCOW,               /* -1 off, 1..100 threshold, 101 all, 102 adaptive (HPM_CCOW) */
+    HPM_OPT_CCOW,               /* -1 off, 1..100 threshold, 101 all, 102 adaptive, 103 history (HPM_CCOW) */
     HPM_OPT_CCOW_RATE,          /* MiB/s, 0 = unthrottled                    (HPM_CCOW_RATE) */
     HPM_OPT_COLORS,             /* default colour mask for new threads, 0 = all (HPM_COLORS) */
     HPM_OPT_COLOR_COUNT,        /* number of page colours                    (HPM_COLOR_COUNT) */

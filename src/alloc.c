@@ -2,7 +2,7 @@
  *
  * Small requests (<= 8 KiB) go to the calling thread's heap; medium ones
  * (up to 1 MiB) are page spans placed by the pageheap; larger ones take
- * whole hugepages. Every free is checked (DESIGN.md rule 7): the page map
+ * whole hugepages. Every free is checked (docs/allocator.md, "Checks"): the page map
  * says whether the pointer belongs to a live span, the size class says
  * whether it is a block start, and the free-block cookie catches double
  * frees. A bad pointer stops the process with one line on stderr.
@@ -15,16 +15,8 @@
 
 /* ---- errors ---- */
 
-void _hpm_fatal(const char *fn, const void *p, const char *what) {
-    char buf[256];
-    int n = snprintf(buf, sizeof buf, "hpmalloc: %s(%p): %s\n", fn, p, what);
-    _hpm_os->write_err(buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-    abort();
-}
-
 static void bad_pointer(const char *fn, const void *p) {
-    uintptr_t off = (uintptr_t)p - _hpm_map.base;
-    if (off < _hpm_map.top_bytes)
+    if (_hpm_ph_owns(p))
         _hpm_fatal(fn, p, "pointer into free memory of the hpmalloc heap (double free or dangling pointer)");
     _hpm_fatal(fn, p, "pointer was not allocated by hpmalloc (wild pointer)");
 }
@@ -63,7 +55,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     }
     pthread_mutex_lock(&_hpm_ph.lock);
     if (pages >= HPM_LARGE_MIN_PAGES || align_bytes > HPM_HP_BYTES / 2)
-        s = _hpm_ph_alloc_large(&_hpm_ph, pages, align_bytes > HPM_HP_BYTES ? align_bytes : HPM_HP_BYTES);
+        s = _hpm_ph_alloc_large_zero(&_hpm_ph, pages, align_bytes > HPM_HP_BYTES ? align_bytes : HPM_HP_BYTES, zero);
     else if (align_bytes > HPM_PAGE_BYTES)
         s = _hpm_ph_alloc_aligned(&_hpm_ph, pages, align_bytes);
     else

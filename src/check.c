@@ -47,10 +47,9 @@ static int expected_set(const hpm_hp_t *hp) {
 
 /* The page map of hp's pages agrees with its free bits and slab count. */
 static bool check_hp_map(const hpm_pageheap_t *ph, const hpm_hp_t *hp, char *why) {
-    hpm_span_t *const *map = ph->page_map + ((size_t)hp->index << 9);
     unsigned slab = 0;
     for (unsigned i = 0; i < HPM_PAGES_PER_HP; i++) {
-        const hpm_span_t *s = map[i];
+        const hpm_span_t *s = hpm_span_of((const void *)(hpm_hp_addr(ph, hp) + ((uintptr_t)i << HPM_PAGE_SHIFT)));
         bool is_free = (hp->free_bits[i >> 6] >> (i & 63)) & 1;
         if (is_free) {
             if (s) return bad(why, "hugepage %u page %u is free but mapped to a span", hp->index, i);
@@ -183,15 +182,28 @@ bool _hpm_check_pageheap(const hpm_pageheap_t *ph, char *why) {
     return true;
 }
 
-/* Every page of the span maps to it. */
+/* Level 3 runs this after every span operation. A whole check reads every
+ * hugepage's 512 page-map entries, so on a large arena it checks every k-th
+ * call instead, k = top_hp / 16 rounded up to a power of two: about the cost
+ * of checking 16 hugepages per operation, whatever the arena's size. */
+bool _hpm_check_pageheap_amortized(const hpm_pageheap_t *ph, char *why) {
+    static unsigned long calls;
+    unsigned long n = __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+    size_t every = 1;
+    while (every * 16 < ph->top_hp) every <<= 1;
+    return (n & (every - 1)) != 0 || _hpm_check_pageheap(ph, why);
+}
+
+/* Every page of the span maps to it, inside one arena. */
 static bool check_span_map(const hpm_span_t *s, char *why) {
-    const hpm_pageheap_t *ph = &_hpm_ph;
-    size_t top_hp = __atomic_load_n(&ph->top_hp, __ATOMIC_ACQUIRE);   /* grows while other threads allocate */
-    if (s->start < ph->base || s->start + ((uintptr_t)s->n_pages << HPM_PAGE_SHIFT) > ph->base + ((uintptr_t)top_hp << HPM_HP_SHIFT))
-        return bad(why, "span %p of %u pages lies outside the arena", (void *)s->start, s->n_pages);
-    size_t first = (s->start - ph->base) >> HPM_PAGE_SHIFT;
+    hpm_pageheap_t *ph = &_hpm_ph;
+    uintptr_t end = s->start + ((uintptr_t)s->n_pages << HPM_PAGE_SHIFT);
+    const hpm_arena_t *a = _hpm_arena_of_addr(ph, s->start);
+    if (!a || end > a->base + ((uintptr_t)a->n_hp << HPM_HP_SHIFT))
+        return bad(why, "span %p of %u pages lies outside the arenas", (void *)s->start, s->n_pages);
     for (size_t i = 0; i < s->n_pages; i++)
-        if (ph->page_map[first + i] != s) return bad(why, "span %p: its page %zu does not map to it", (void *)s->start, i);
+        if (hpm_span_of((const void *)(s->start + (i << HPM_PAGE_SHIFT))) != s)
+            return bad(why, "span %p: its page %zu does not map to it", (void *)s->start, i);
     return true;
 }
 

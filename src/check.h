@@ -8,6 +8,9 @@
 HPM_INTERNAL bool _hpm_check_hugepage(const hpm_pageheap_t *ph, const hpm_hp_t *hp, char *why);
 /* Every hugepage, the counts, the cache, released and filler lists. Pageheap lock held. */
 HPM_INTERNAL bool _hpm_check_pageheap(const hpm_pageheap_t *ph, char *why);
+/* The same, on every call while the arena is small, on every k-th call
+ * (k = top_hp / 16) once it is large: for the checks after each span operation. */
+HPM_INTERNAL bool _hpm_check_pageheap_amortized(const hpm_pageheap_t *ph, char *why);
 /* A live span of the process pageheap: its page map; for a slab, its free
  * list, cookies and block counts. The owner thread only. */
 HPM_INTERNAL bool _hpm_check_span(const hpm_span_t *s, char *why);

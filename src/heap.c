@@ -1,4 +1,4 @@
-/* heap.c: per-thread heaps, the lock-free front end (DESIGN.md rule 6).
+/* heap.c: per-thread heaps, the lock-free front end (docs/allocator.md, "Threads").
  *
  * Each thread owns a heap: per size class a current slab (the fast path
  * pops its free list), a list of slabs with free blocks (avail) and a list

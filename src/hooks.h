@@ -26,8 +26,20 @@ HPM_INTERNAL size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max);
 /* Allocation for feature metadata that must never recurse into malloc:
  * zeroed, 64-byte aligned, never freed. NULL when out of memory. */
 HPM_INTERNAL void *_hpm_meta_alloc(size_t size_bytes);
+/* The start-up gate: starts the allocator unless it has started (returns
+ * at once then). Public entry points of the features call it. */
+HPM_INTERNAL void _hpm_init_slow(void);
 /* Formats like snprintf and writes to stderr through the OS table. */
 HPM_INTERNAL void _hpm_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Copies n_bytes (8-byte words, both sides 8-aligned) word by word with
+ * relaxed atomics: the published counters are read while other threads
+ * write them, and a plain memcpy on either side would be a data race. */
+static inline void _hpm_copy_words_relaxed(void *dst, const void *src, size_t n_bytes) {
+    uint64_t *d = (uint64_t *)dst;
+    const uint64_t *s = (const uint64_t *)src;
+    for (size_t i = 0; i < n_bytes / 8; i++) __atomic_store_n(&d[i], __atomic_load_n(&s[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}
 
 /* ---- provided by ccow/ (called once from the core's init, after options) ---- */
 HPM_INTERNAL void _hpm_ccow_init(void) __attribute__((weak));

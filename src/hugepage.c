@@ -1,67 +1,93 @@
 /* hugepage.c: the pageheap, which keeps the heap as a set of 2 MiB
  * hugepages and decides where every span goes.
  *
- * Placement (DESIGN.md rules 3-4): a span goes to the most used partial
+ * Placement (docs/allocator.md, "Placement"): a span goes to the most used partial
  * hugepage of its own set that fits (filler.c), then to a hybrid, then to
  * an empty hugepage (newest cached first, then released, then new address
  * space), and only then pollutes the other set. Large spans take whole
  * hugepages; the tail of the last one joins the filler. Empty hugepages go
  * to a cache and are released whole by release.c.
  *
+ * New hugepages come from the end of the last arena (arena.c), or from a
+ * new arena when it is full; a large request commits its new hugepages
+ * with one call, so the kernel judges the whole request. A zeroing large
+ * request clears or gives back only the pages that may hold data.
+ *
  * Invariants: an ACTIVE hugepage has used_pages in 1..512 and is in exactly
  * one filler set; a CACHED one is on the cache list, a RELEASED one on the
- * released list; page_map[i] is the span owning page i or NULL. Every
- * function here runs with ph->lock held, except init. */
+ * released list; the page map (hpm_hp_map, _hpm_l1) gives the span owning
+ * each page or NULL; hugepage i lies in the arena that holds index i, at
+ * hp->addr. Every function here runs with ph->lock held, except init. */
 #include <errno.h>
 #include <string.h>
 #include "internal.h"
 
 hpm_pageheap_t _hpm_ph;
-hpm_map_t _hpm_map;
 
 static inline hpm_hp_t *hp_at(hpm_pageheap_t *ph, size_t idx) { return &ph->hps[idx]; }
+
+/* Hugepage indices the heap may ever use: 16 times memory plus swap, 1 to
+ * 64 TiB, and no more than RLIMIT_AS allows at start (a heap can grow past
+ * its first arena up to this; the descriptors are reserved, not used). */
+static size_t index_cap_hp(const hpm_os_t *os, size_t first_bytes) {
+    size_t machine = os->machine_bytes ? os->machine_bytes() : 0;
+    size_t cap = machine > ((size_t)4 << 40) ? ((size_t)64 << 40) : machine * 16;
+    if (cap < ((size_t)1 << 40)) cap = (size_t)1 << 40;
+    if (cap < first_bytes) cap = first_bytes;
+    size_t limit = os->as_limit_bytes ? os->as_limit_bytes() : SIZE_MAX;
+    if (limit != SIZE_MAX && cap > limit) cap = limit < HPM_GB_BYTES ? HPM_GB_BYTES : limit;
+    return cap >> HPM_HP_SHIFT;
+}
+
+/* The descriptor region and the first arena, if not there yet (init, or
+ * a later request when they could not be reserved at init). */
+static int ph_reserve(hpm_pageheap_t *ph) {
+    if (!ph->hps) {
+        size_t hp_bytes = ph->index_cap_hp * sizeof(hpm_hp_t), got = 0;
+        /* the descriptors of the whole cap, or as many as the room allows */
+        void *hps = _hpm_reserve_sized(ph->os, (hp_bytes + HPM_HP_BYTES - 1) & ~(HPM_HP_BYTES - 1), HPM_HP_BYTES,
+                                       HPM_HP_BYTES, &got);
+        if (!hps) return ENOMEM;
+        ph->hp_region = (hpm_meta_region_t){.base = (uintptr_t)hps, .limit = got};
+        ph->index_cap_hp = got / sizeof(hpm_hp_t);
+        if (ph->first_arena_hp > ph->index_cap_hp) ph->first_arena_hp = ph->index_cap_hp;
+        __atomic_store_n(&ph->hps, (hpm_hp_t *)hps, __ATOMIC_RELEASE);
+    }
+    if (ph->n_arenas == 0 && _hpm_arena_add(ph, 1, ph->page_mode == PAGES_1G ? HPM_PAGES_PER_HP : 1)) return ENOMEM;
+    return 0;
+}
+
 int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, int page_mode) {
     memset(ph, 0, sizeof *ph);
     pthread_mutex_init(&ph->lock, NULL);
     ph->os = os;
     ph->page_mode = page_mode;
-    size_t align = page_mode == PAGES_1G ? HPM_GB_BYTES : HPM_HP_BYTES;
-    reserve_bytes &= ~(align - 1);
-    void *base = NULL;
-    while (reserve_bytes >= HPM_GB_BYTES && !(base = os->reserve(reserve_bytes, align))) reserve_bytes /= 2;
-    if (!base) return ENOMEM;
-    ph->base = (uintptr_t)base;
-    ph->reserved_hp = reserve_bytes >> HPM_HP_SHIFT;
-    if (_hpm_meta_region_init(&ph->hp_region, ph->reserved_hp * sizeof(hpm_hp_t)) ||
-        _hpm_meta_region_init(&ph->map_region, (reserve_bytes >> HPM_PAGE_SHIFT) * sizeof(hpm_span_t *)))
-        return ENOMEM;
-    ph->hps = (hpm_hp_t *)ph->hp_region.base;
-    ph->page_map = (hpm_span_t **)ph->map_region.base;
-    if (ph == &_hpm_ph) {
-        _hpm_map.base = ph->base;
-        _hpm_map.page_map = ph->page_map;
-        _hpm_map.top_bytes = 0;
-    }
-    for (int s = 0; s < SET_COUNT; s++) memset(&ph->sets[s], 0, sizeof ph->sets[s]);
     ph->release_delay_ms = 1000;
     ph->cache_keep_hp = 2;
-    return 0;
+    size_t align = page_mode == PAGES_1G ? HPM_GB_BYTES : HPM_HP_BYTES;
+    reserve_bytes &= ~(align - 1);
+    if (reserve_bytes < align) reserve_bytes = align;
+    ph->first_arena_hp = reserve_bytes >> HPM_HP_SHIFT;
+    ph->index_cap_hp = index_cap_hp(os, reserve_bytes);
+    return ph_reserve(ph);   /* on failure the pageheap works, empty, and tries again when asked */
+}
+
+static uintptr_t index_addr(hpm_pageheap_t *ph, size_t idx) {
+    hpm_arena_t *a = _hpm_arena_of_index(ph, idx);
+    return a ? a->base + ((uintptr_t)(idx - a->first_hp) << HPM_HP_SHIFT) : 0;
+}
+
+/* The hugepage holding addr (an address inside the heap). */
+static hpm_hp_t *hp_of_addr(hpm_pageheap_t *ph, uintptr_t addr) {
+    hpm_arena_t *a = _hpm_arena_of_addr(ph, addr);
+    return hp_at(ph, a->first_hp + ((addr - a->base) >> HPM_HP_SHIFT));
 }
 
 /* ---- backing ---- */
 
-/* Give a hugepage memory (or at least access) according to the page mode. */
-static int hp_back(hpm_pageheap_t *ph, hpm_hp_t *hp) {
-    if (hp->backing != BACK_NONE) return 0;
+/* A hugepage that was just committed (4 KiB or transparent huge pages). */
+static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     void *addr = (void *)hpm_hp_addr(ph, hp);
-    if (ph->page_mode == PAGES_HUGETLB && ph->os->map_hugetlb(addr, HPM_HP_BYTES, HPM_HP_BYTES) == 0) {
-        hp->backing = BACK_HUGETLB;
-        _hpm_stats->hp_hugetlb++;
-        return 0;
-    }
-    if (ph->page_mode == PAGES_HUGETLB) _hpm_stats->hp_fallback++;
-    int e = ph->os->commit(addr, HPM_HP_BYTES);
-    if (e) return e;
     hp->backing = BACK_THP;
     /* A heap starts small: its first HPM_SMALL_START_HP hugepages stay on
      * 4 KiB pages until one more is needed, so a program that allocates a
@@ -70,7 +96,7 @@ static int hp_back(hpm_pageheap_t *ph, hpm_hp_t *hp) {
      * advised and collapsed, and every hugepage after them is huge from
      * the start. */
     if (ph->page_mode == PAGES_THP && !ph->huge_started) {
-        if (hp->index < HPM_SMALL_START_HP) return 0;
+        if (hp->index < HPM_SMALL_START_HP) return;
         ph->huge_started = true;
         for (size_t i = 0; i < HPM_SMALL_START_HP && i < ph->top_hp; i++) {
             hpm_hp_t *first = hp_at(ph, i);
@@ -81,32 +107,104 @@ static int hp_back(hpm_pageheap_t *ph, hpm_hp_t *hp) {
         }
     }
     ph->os->thp_advise(addr, HPM_HP_BYTES, ph->page_mode != PAGES_OFF);
+}
+
+/* Give a hugepage memory (or at least access) according to the page mode. */
+static int hp_back(hpm_pageheap_t *ph, hpm_hp_t *hp) {
+    if (hp->backing != BACK_NONE) return 0;
+    void *addr = (void *)hpm_hp_addr(ph, hp);
+    if (ph->page_mode == PAGES_HUGETLB && ph->os->map_hugetlb(addr, HPM_HP_BYTES, HPM_HP_BYTES) == 0) {
+        hp->backing = BACK_HUGETLB;
+        ph->hugetlb_hp++;
+        return 0;
+    }
+    if (ph->page_mode == PAGES_HUGETLB) ph->fallback_total++;
+    int e = ph->os->commit(addr, HPM_HP_BYTES);
+    if (e) return e;
+    hp_committed(ph, hp);
+    return 0;
+}
+
+/* Commit the unbacked hugepages of [first, first + n) with one call per
+ * run of them, so that the kernel sees the whole request (a request it
+ * would refuse to mmap is refused here too). THP and off modes only;
+ * hugetlb modes back hugepage by hugepage. */
+static int run_commit(hpm_pageheap_t *ph, size_t first, size_t n) {
+    if (ph->page_mode != PAGES_THP && ph->page_mode != PAGES_OFF) return 0;
+    for (size_t i = 0; i < n; ) {
+        if (hp_at(ph, first + i)->backing != BACK_NONE) { i++; continue; }
+        size_t j = i;
+        while (j < n && hp_at(ph, first + j)->backing == BACK_NONE) j++;
+        int e = ph->os->commit((void *)hpm_hp_addr(ph, hp_at(ph, first + i)), (j - i) << HPM_HP_SHIFT);
+        if (e) return e;
+        for (; i < j; i++) hp_committed(ph, hp_at(ph, first + i));
+    }
     return 0;
 }
 
 /* In 1g mode, back a whole 1 GiB chunk of 512 hugepages at once. */
 static int chunk_back_1g(hpm_pageheap_t *ph, size_t first_idx) {
-    void *addr = (void *)(ph->base + ((uintptr_t)first_idx << HPM_HP_SHIFT));
+    void *addr = (void *)index_addr(ph, first_idx);
     int back = BACK_1G;
     if (ph->os->map_hugetlb(addr, HPM_GB_BYTES, HPM_GB_BYTES) != 0) {
-        _hpm_stats->hp_fallback++;
+        ph->fallback_total++;
         int e = ph->os->commit(addr, HPM_GB_BYTES);
         if (e) return e;
         ph->os->thp_advise(addr, HPM_GB_BYTES, true);
         back = BACK_THP;
     }
     for (size_t i = 0; i < HPM_PAGES_PER_HP; i++) hp_at(ph, first_idx + i)->backing = (uint8_t)back;
-    if (back == BACK_1G) _hpm_stats->hp_hugetlb += HPM_PAGES_PER_HP;   /* counted in 2 MiB units */
+    if (back == BACK_1G) ph->hugetlb_hp += HPM_PAGES_PER_HP;   /* counted in 2 MiB units */
     return 0;
 }
 
-/* Extend the used part of the arena by n_hp hugepages (metadata first). */
-static int arena_grow(hpm_pageheap_t *ph, size_t n_hp) {
+/* Under RLIMIT_AS, growing by grow_hp must keep the process inside the
+ * limit, counting the heap's unused reservation as free: a limit set
+ * after start is honoured here. When the process is over the limit, the
+ * unused tail of the last arena is given back, so that the program (and
+ * the next arena) can map memory again. */
+static int limit_check(hpm_pageheap_t *ph, size_t grow_hp) {
+    size_t limit = ph->os->as_limit_bytes ? ph->os->as_limit_bytes() : SIZE_MAX;
+    if (limit == SIZE_MAX) return 0;
+    hpm_arena_t *last = &ph->arenas[ph->n_arenas - 1];
+    size_t tail_hp = ph->reserved_hp - ph->top_hp;
+    size_t used = ph->os->as_used_bytes ? ph->os->as_used_bytes() : 0, tail = tail_hp << HPM_HP_SHIFT;
+    size_t effective = used > tail ? used - tail : 0;
+    if (effective + (grow_hp << HPM_HP_SHIFT) <= limit) return 0;
+    if (used > limit && tail_hp > 0 && tail_hp < last->n_hp &&
+        ph->os->unreserve((void *)index_addr(ph, ph->top_hp), tail) == 0) {
+        last->n_hp -= tail_hp;
+        ph->reserved_hp = ph->top_hp;
+    }
+    return ENOMEM;
+}
+
+/* Descriptors for hugepages [from, to), which are reserved address space. */
+static void hp_init_range(hpm_pageheap_t *ph, size_t from, size_t to) {
+    for (size_t i = from; i < to; i++) {
+        hpm_hp_t *hp = hp_at(ph, i);
+        hp->index = (uint32_t)i;
+        hp->addr = index_addr(ph, i);
+        hp->set = SET_NONE;
+        hp->state = HP_UNUSED;
+        memset(hp->free_bits, 0xff, sizeof hp->free_bits);
+        hp->longest_free_pages = HPM_PAGES_PER_HP;
+        hp->longest_free_start = 0;
+    }
+}
+
+/* Extend the used part of the last arena by n_hp hugepages (metadata
+ * first); the caller has made sure the arena holds them. new_space: they
+ * count as new address space for RLIMIT_AS (not the tail of an arena
+ * that is left for the next). */
+static int arena_grow(hpm_pageheap_t *ph, size_t n_hp, bool new_space) {
     size_t new_top = ph->top_hp + n_hp;
     if (new_top > ph->reserved_hp) return ENOMEM;
+    if (new_space && limit_check(ph, n_hp)) return ENOMEM;
     size_t meta_hp = ph->page_mode == PAGES_1G ? (new_top + 511) / 512 * 512 : new_top;   /* whole 1 GiB chunks */
-    if (_hpm_meta_region_ensure(&ph->hp_region, meta_hp * sizeof(hpm_hp_t)) ||
-        _hpm_meta_region_ensure(&ph->map_region, new_top * HPM_PAGES_PER_HP * sizeof(hpm_span_t *)))
+    hpm_arena_t *a = _hpm_arena_of_index(ph, new_top - 1);
+    uintptr_t from = index_addr(ph, ph->top_hp), to = index_addr(ph, new_top - 1) + HPM_HP_BYTES;
+    if (_hpm_meta_region_ensure(&ph->hp_region, meta_hp * sizeof(hpm_hp_t)) || _hpm_map_cover(ph, a, from, to))
         return ENOMEM;
     if (ph->page_mode == PAGES_1G) {
         size_t chunks_needed = (new_top + HPM_PAGES_PER_HP - 1) / HPM_PAGES_PER_HP;
@@ -116,18 +214,25 @@ static int arena_grow(hpm_pageheap_t *ph, size_t n_hp) {
             ph->committed_hp = (c + 1) * HPM_PAGES_PER_HP;
         }
     }
-    for (size_t i = ph->top_hp; i < new_top; i++) {
-        hpm_hp_t *hp = hp_at(ph, i);
-        hp->index = (uint32_t)i;
-        hp->set = SET_NONE;
-        hp->state = HP_UNUSED;
-        memset(hp->free_bits, 0xff, sizeof hp->free_bits);
-        hp->longest_free_pages = HPM_PAGES_PER_HP;
-        hp->longest_free_start = 0;
-    }
+    hp_init_range(ph, ph->top_hp, new_top);
     __atomic_store_n(&ph->top_hp, new_top, __ATOMIC_RELEASE);
-    if (ph == &_hpm_ph) __atomic_store_n(&_hpm_map.top_bytes, (uintptr_t)new_top << HPM_HP_SHIFT, __ATOMIC_RELEASE);
     return 0;
+}
+
+/* Room for n_hp hugepages from index start (>= top) in the last arena, or
+ * a new arena (then returns its first index, aligned to align_hp): the
+ * unused end of the old one becomes released hugepages first. -1 if none. */
+static long arena_room(hpm_pageheap_t *ph, size_t start, size_t n_hp, size_t align_hp) {
+    if (ph_reserve(ph)) return -1;
+    if (start + n_hp <= ph->reserved_hp) return (long)start;
+    size_t old_top = ph->top_hp, old_reserved = ph->reserved_hp;
+    if (old_reserved > old_top) {
+        if (arena_grow(ph, old_reserved - old_top, false)) return -1;
+        for (size_t i = old_top; i < old_reserved; i++) _hpm_ph_push_released(ph, hp_at(ph, i));
+    }
+    if (_hpm_arena_add(ph, n_hp, align_hp)) return -1;
+    if (ph->page_mode == PAGES_1G) ph->committed_hp = old_reserved;
+    return (long)old_reserved;
 }
 
 /* ---- empty hugepage lists ---- */
@@ -164,7 +269,7 @@ void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp) {
 static hpm_hp_t *hp_get_empty(hpm_pageheap_t *ph) {
     hpm_hp_t *hp = ph->cache_head ? ph->cache_head : ph->released_head;
     if (!hp) {
-        if (arena_grow(ph, 1)) return NULL;
+        if (arena_room(ph, ph->top_hp, 1, 1) < 0 || arena_grow(ph, 1, true)) return NULL;
         hp = hp_at(ph, ph->top_hp - 1);
         _hpm_ph_push_released(ph, hp);   /* so that a failed backing loses nothing */
     }
@@ -210,13 +315,28 @@ static void hp_use_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsig
         hp->longest_free_start = (uint16_t)ls;
     }
     _hpm_filler_insert(ph, hp);
-    hpm_span_t **map = ph->page_map + ((size_t)hp->index << 9) + first;
+    hpm_span_t **map = hpm_hp_map(hp) + first;
     for (unsigned i = 0; i < n; i++) map[i] = s;
+}
+
+/* An active hugepage that has become empty goes to the head of the cache. */
+static void hp_cache_push(hpm_pageheap_t *ph, hpm_hp_t *hp, uint64_t *now_ns) {
+    hp->longest_free_pages = HPM_PAGES_PER_HP;
+    hp->longest_free_start = 0;
+    ph->active_count--;
+    hp->state = HP_CACHED;
+    if (!*now_ns) *now_ns = ph->os->now_ns();   /* the clock is read only when a hugepage empties */
+    hp->empty_since_ns = *now_ns;
+    hp->prev = NULL;
+    hp->next = ph->cache_head;
+    if (hp->next) hp->next->prev = hp; else ph->cache_tail = hp;
+    ph->cache_head = hp;
+    ph->cache_count++;
 }
 
 /* Give pages [first, first+n) of hp back; an emptied hugepage goes to the cache. */
 static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsigned n, bool slab, uint64_t *now_ns) {
-    hpm_span_t **map = ph->page_map + ((size_t)hp->index << 9) + first;
+    hpm_span_t **map = hpm_hp_map(hp) + first;
     for (unsigned i = 0; i < n; i++) map[i] = NULL;
     _hpm_filler_remove(ph, hp);
     _hpm_bits_set_range(hp->free_bits, first, n, true);
@@ -232,17 +352,7 @@ static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsi
         _hpm_filler_insert(ph, hp);
         return;
     }
-    hp->longest_free_pages = HPM_PAGES_PER_HP;
-    hp->longest_free_start = 0;
-    ph->active_count--;
-    hp->state = HP_CACHED;
-    if (!*now_ns) *now_ns = ph->os->now_ns();   /* the clock is read only when a hugepage empties */
-    hp->empty_since_ns = *now_ns;
-    hp->prev = NULL;
-    hp->next = ph->cache_head;
-    if (hp->next) hp->next->prev = hp; else ph->cache_tail = hp;
-    ph->cache_head = hp;
-    ph->cache_count++;
+    hp_cache_push(ph, hp, now_ns);
 }
 
 /* Place an n-page span in hp, first fit inside it. */
@@ -250,7 +360,11 @@ static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, 
     if (first < 0) first = _hpm_bits_find_run(hp->free_bits, (unsigned)n_pages, 0);
     if (first < 0) return NULL;
     hpm_span_t *s = span_new(ph);
-    if (!s) return NULL;
+    if (!s) {   /* out of metadata: an empty hugepage taken for it goes back */
+        uint64_t now = 0;
+        if (hp->used_pages == 0) { _hpm_filler_remove(ph, hp); hp_cache_push(ph, hp, &now); }
+        return NULL;
+    }
     s->kind = (uint8_t)kind;
     s->clean = 1;
     s->n_pages = (uint32_t)n_pages;
@@ -305,43 +419,90 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
     if (!hp) hp = _hpm_filler_find(ph, other, n_pages);   /* out of memory: pollute */
     if (!hp) return NULL;
     hpm_span_t *s = span_place(ph, hp, n_pages, kind, -1);
-    _hpm_ph_publish(ph);
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    hpm_ph_changed(ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
 
-/* n_hp consecutive non-active hugepages whose start is aligned to align_hp. */
+/* n_hp consecutive non-active hugepages of one arena whose start address
+ * is aligned to align_hp hugepages; past the top, new hugepages (committed
+ * with one call where the mode allows, see run_commit). -1 if none. */
 static long find_empty_run(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
-    size_t base_hp = ph->base >> HPM_HP_SHIFT;
     size_t run = 0;
     for (size_t i = 0; i < ph->top_hp; i++) {
-        if (hp_at(ph, i)->state == HP_ACTIVE) { run = 0; continue; }
-        if (run == 0 && (base_hp + i) % align_hp != 0) continue;
+        hpm_hp_t *hp = hp_at(ph, i);
+        if (hp->state == HP_ACTIVE || (run && hp->addr != hp_at(ph, i - 1)->addr + HPM_HP_BYTES)) run = 0;
+        if (hp->state == HP_ACTIVE) continue;
+        if (run == 0 && (hp->addr >> HPM_HP_SHIFT) % align_hp != 0) continue;
         if (++run == n_hp) return (long)(i + 1 - n_hp);
     }
-    /* extend the arena: skip to an aligned index past the last active hugepage */
+    /* extend the last arena: from an aligned index past its last active hugepage */
+    if (ph_reserve(ph)) return -1;
+    hpm_arena_t *last = &ph->arenas[ph->n_arenas - 1];
     size_t start = ph->top_hp;
-    while (start > 0 && hp_at(ph, start - 1)->state != HP_ACTIVE) start--;
-    while ((base_hp + start) % align_hp) start++;
+    while (start > last->first_hp && hp_at(ph, start - 1)->state != HP_ACTIVE) start--;
+    while (((last->base >> HPM_HP_SHIFT) + (start - last->first_hp)) % align_hp) start++;
+    long room = arena_room(ph, start, n_hp, align_hp);
+    if (room < 0) return -1;
+    start = (size_t)room;
     if (start + n_hp > ph->top_hp) {
-        size_t old_top = ph->top_hp;
-        if (arena_grow(ph, start + n_hp - ph->top_hp)) return -1;
-        for (size_t i = old_top; i < ph->top_hp; i++) _hpm_ph_push_released(ph, hp_at(ph, i));
+        size_t old_top = ph->top_hp, fresh = start + n_hp - old_top;
+        /* one commit for the fresh part before anything changes: refused, nothing is left over */
+        bool thp = ph->page_mode == PAGES_THP || ph->page_mode == PAGES_OFF;
+        void *fresh_addr = (void *)index_addr(ph, old_top);
+        if (thp && ph->os->commit(fresh_addr, fresh << HPM_HP_SHIFT)) return -1;
+        if (arena_grow(ph, fresh, true)) {
+            if (thp) ph->os->unreserve_to_reserved(fresh_addr, fresh << HPM_HP_SHIFT);
+            return -1;
+        }
+        for (size_t i = old_top; i < ph->top_hp; i++) {
+            if (thp) hp_committed(ph, hp_at(ph, i));
+            _hpm_ph_push_released(ph, hp_at(ph, i));
+        }
     }
     return (long)start;
 }
 
+/* Before a zeroed large span uses pages [0, n) of hp: pages that may hold
+ * data are given back (the whole hugepage, when many are) or cleared, so
+ * that nothing is written that already reads as zero. */
+static void hp_make_zero(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned n) {
+    unsigned dirty = _hpm_bits_count_range(hp->dirty_bits, 0, n);
+    if (dirty == 0) return;
+    char *base = (char *)hpm_hp_addr(ph, hp);
+    if (n == HPM_PAGES_PER_HP && dirty > HPM_PAGES_PER_HP / 8 && hp->backing == BACK_THP &&
+        ph->os->release(base, HPM_HP_BYTES) == 0) {
+        memset(hp->dirty_bits, 0, sizeof hp->dirty_bits);
+        return;
+    }
+    for (int first = _hpm_bits_find_run(hp->dirty_bits, 1, 0); first >= 0 && (unsigned)first < n; ) {
+        unsigned end = (unsigned)first + 1;
+        while (end < n && ((hp->dirty_bits[end >> 6] >> (end & 63)) & 1)) end++;
+        memset(base + ((size_t)first << HPM_PAGE_SHIFT), 0, (size_t)(end - (unsigned)first) << HPM_PAGE_SHIFT);
+        _hpm_bits_set_range(hp->dirty_bits, (unsigned)first, end - (unsigned)first, false);
+        if (end >= n) break;
+        first = _hpm_bits_find_run(hp->dirty_bits, 1, end);
+    }
+}
+
 hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes) {
+    return _hpm_ph_alloc_large_zero(ph, n_pages, align_bytes, false);
+}
+
+hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes, bool zero) {
     hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
     size_t n_hp = (n_pages + HPM_PAGES_PER_HP - 1) / HPM_PAGES_PER_HP;
     size_t align_hp = align_bytes > HPM_HP_BYTES ? align_bytes >> HPM_HP_SHIFT : 1;
-    if (n_hp > ph->reserved_hp) return NULL;
+    if (n_hp > ph->index_cap_hp) return NULL;
+    hpm_span_t *s = span_new(ph);   /* first: nothing to undo when metadata runs out */
+    if (!s) return NULL;
     hpm_hp_t *single = NULL;
     long first;
     if (n_hp == 1 && align_hp == 1) {
-        if (!(single = hp_get_empty(ph))) return NULL;
+        if (!(single = hp_get_empty(ph))) { span_delete(ph, s); return NULL; }
         first = single->index;
-    } else if ((first = find_empty_run(ph, n_hp, align_hp)) < 0) {
+    } else if ((first = find_empty_run(ph, n_hp, align_hp)) < 0 || run_commit(ph, (size_t)first, n_hp)) {
+        span_delete(ph, s);
         return NULL;
     }
     for (size_t i = 0; !single && i < n_hp; i++) {
@@ -354,25 +515,25 @@ hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align
                 _hpm_ph_push_released(ph, t);
                 ph->os->release((void *)hpm_hp_addr(ph, t), HPM_HP_BYTES);
             }
+            span_delete(ph, s);
             return NULL;
         }
         hp_take_empty(ph, hp);
     }
-    hpm_span_t *s = span_new(ph);
-    if (!s) return NULL;
     s->kind = SPAN_LARGE;
     s->clean = 1;
     s->n_pages = (uint32_t)n_pages;
-    s->start = ph->base + ((uintptr_t)first << HPM_HP_SHIFT);
+    s->start = hpm_hp_addr(ph, hp_at(ph, (size_t)first));
     size_t left = n_pages;
     for (size_t i = 0; i < n_hp; i++, left -= HPM_PAGES_PER_HP) {
         unsigned n = left > HPM_PAGES_PER_HP ? HPM_PAGES_PER_HP : (unsigned)left;
+        if (zero) hp_make_zero(ph, hp_at(ph, (size_t)first + i), n);
         hp_use_pages(ph, hp_at(ph, (size_t)first + i), 0, n, s);
         if (left <= HPM_PAGES_PER_HP) break;
     }
-    if (ph == &_hpm_ph) _hpm_stats->large_allocs++;
-    _hpm_ph_publish(ph);
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    ph->large_allocs_total++;
+    hpm_ph_changed(ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
 
@@ -383,7 +544,7 @@ hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t ali
     hpm_span_t *s = _hpm_ph_alloc_span(ph, total, SPAN_MEDIUM, 0);
     if (!s) return NULL;
     uintptr_t aligned = (s->start + align_bytes - 1) & ~(uintptr_t)(align_bytes - 1);
-    hpm_hp_t *hp = hp_at(ph, (s->start - ph->base) >> HPM_HP_SHIFT);
+    hpm_hp_t *hp = hp_of_addr(ph, s->start);
     unsigned first = (unsigned)((s->start >> HPM_PAGE_SHIFT) & 511);
     unsigned head = (unsigned)((aligned - s->start) >> HPM_PAGE_SHIFT);
     unsigned tail = (unsigned)(total - head - n_pages);
@@ -392,7 +553,7 @@ hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t ali
     if (tail) hp_free_pages(ph, hp, first + head + (unsigned)n_pages, tail, false, &now);
     s->start = aligned;
     s->n_pages = (uint32_t)n_pages;
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }
 
@@ -400,7 +561,7 @@ void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
     hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
     hpm_assert(s->kind != SPAN_NONE && s->n_pages > 0);
     uint64_t now = 0;
-    size_t idx = (s->start - ph->base) >> HPM_HP_SHIFT;
+    size_t idx = hp_of_addr(ph, s->start)->index;
     unsigned first = (unsigned)((s->start >> HPM_PAGE_SHIFT) & 511);
     size_t left = s->n_pages;
     bool slab = s->kind == SPAN_SLAB;
@@ -415,8 +576,8 @@ void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
     if (ph->cache_count > ph->cache_keep_hp || ph->subrelease)
         _hpm_ph_release_tick(ph, now ? now : ph->os->now_ns());
     else
-        _hpm_ph_publish(ph);
-    hpm_check_expensive(_hpm_check_pageheap, ph);
+        hpm_ph_changed(ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
 }
 
 size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max) {

@@ -2,7 +2,7 @@
  *
  * Initialisation is lazy (first allocation) and calls nothing that could
  * allocate before the allocator is ready; pthread_atfork, the published
- * counters and CCoW are set up just after. Fork (DESIGN.md rule 8): the
+ * counters and CCoW are set up just after. Fork (docs/allocator.md, "Threads"): the
  * prepare handler takes every allocator lock, the parent releases them,
  * and the child re-creates them and retires the heaps of threads that did
  * not survive. The background thread starts only once empty hugepages
@@ -17,17 +17,21 @@
 atomic_int _hpm_ready;
 static atomic_int background_started;
 
+/* Lock order: heaps, abandoned lists, pageheap, metadata. */
 static void fork_prepare(void) {
     _hpm_heap_fork_prepare();
     pthread_mutex_lock(&_hpm_ph.lock);
+    _hpm_meta_fork_prepare();
 }
 
 static void fork_parent(void) {
+    _hpm_meta_fork_parent();
     pthread_mutex_unlock(&_hpm_ph.lock);
     _hpm_heap_fork_parent();
 }
 
 static void fork_child(void) {
+    _hpm_meta_fork_child();
     pthread_mutex_init(&_hpm_ph.lock, NULL);
     atomic_store(&background_started, 0);
     _hpm_heap_fork_child();
@@ -54,7 +58,7 @@ static void init_stats(void) {
     s->version = HPM_STATS_VERSION;
     s->pid = (int32_t)getpid();
     s->arena_base = _hpm_ph.base;
-    s->arena_reserved_bytes = (uint64_t)_hpm_ph.reserved_hp << HPM_HP_SHIFT;
+    s->arena_reserved_bytes = _hpm_ph.n_arenas ? (uint64_t)_hpm_ph.arenas[0].n_hp << HPM_HP_SHIFT : 0;
     strncpy(s->page_mode, _hpm_page_mode_name((int)_hpm_option(HPM_OPT_PAGES)), sizeof s->page_mode - 1);
     strncpy(s->thp_system, thp[_hpm_os->thp_mode()], sizeof s->thp_system - 1);
     strncpy(s->ccow_state, "off", sizeof s->ccow_state - 1);
@@ -68,29 +72,37 @@ static void init_once(void) {
     /* CCoW wraps the pageheap's releases so that none lands on a region
      * it is copying (src/ccow/ccow_copy.c) */
     const hpm_os_t *ph_os = _hpm_ccow_os_guard ? _hpm_ccow_os_guard(_hpm_os) : _hpm_os;
-    if (_hpm_meta_init(_hpm_os) == 0 &&
-        _hpm_ph_init(&_hpm_ph, ph_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) == 0) {
-        _hpm_ph.release_delay_ms = (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS);
-        _hpm_ph.cache_keep_hp = (size_t)_hpm_option(HPM_OPT_HP_CACHE);
-        _hpm_ph.subrelease = _hpm_option(HPM_OPT_SUBRELEASE) != 0;
-    } else {
-        _hpm_message("hpmalloc: cannot reserve address space for the heap; every allocation will fail\n");
-    }
+    /* A reservation that fails here is tried again by the next request
+     * that needs it; until then requests fail with ENOMEM. */
+    _hpm_meta_init(_hpm_os);
+    if (_hpm_ph_init(&_hpm_ph, ph_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) != 0)
+        _hpm_message("hpmalloc: cannot reserve address space for the heap now; requests fail until it can\n");
+    hpm_options_apply(&_hpm_ph);
+    _hpm_stats_watch(&_hpm_ph);
     _hpm_heaps_init();
     init_stats();
 }
 
+/* The thread running init may allocate while it does (pthread_atfork,
+ * the published counters, CCoW): it goes on with the heap as it is, while
+ * other threads wait until _hpm_ready is 2. _hpm_os and _hpm_stats take
+ * their final values before that, so no thread reads them changing. */
+static __thread bool init_running;
+
 void _hpm_init_slow(void) {
+    if (init_running) return;
     int expected = 0;
     if (atomic_compare_exchange_strong(&_hpm_ready, &expected, 1)) {
+        init_running = true;
         init_once();
-        atomic_store_explicit(&_hpm_ready, 2, memory_order_release);
         pthread_atfork(fork_prepare, fork_parent, fork_child);
         if (_hpm_publish_init) {
             hpm_stats_t *pub = _hpm_publish_init(_hpm_stats);
             if (pub) _hpm_stats = pub;
         }
         if (_hpm_ccow_init) _hpm_ccow_init();
+        init_running = false;
+        atomic_store_explicit(&_hpm_ready, 2, memory_order_release);
         return;
     }
     while (atomic_load_explicit(&_hpm_ready, memory_order_acquire) != 2) sched_yield();
@@ -101,7 +113,8 @@ void _hpm_init_slow(void) {
 static void *background_main(void *arg) {
     (void)arg;
     for (;;) {
-        uint64_t delay_ms = _hpm_ph.release_delay_ms ? _hpm_ph.release_delay_ms : 1000;
+        uint64_t delay_ms = __atomic_load_n(&_hpm_ph.release_delay_ms, __ATOMIC_RELAXED);
+        if (!delay_ms) delay_ms = 1000;
         _hpm_os->sleep_ns(delay_ms * 1000000ull / 4);
         if (!_hpm_option(HPM_OPT_BACKGROUND)) continue;
         pthread_mutex_lock(&_hpm_ph.lock);

@@ -12,13 +12,27 @@
  *   pageheap  the global back end (hugepage.c): places spans into hugepages,
  *             tracks hybrids, caches and releases empty hugepages.
  *
- * Layer order (a file calls only layers below it):
- *   alloc.c override.c static.c   api
- *   heap.c                        per-thread heaps, fast paths, remote frees
- *   slab.c                        slab setup and free-list collection
- *   hugepage.c filler.c release.c the pageheap: placement, hybrids, release
- *   meta.c options.c stats.c      metadata memory, options, counters
- *   prim/                         the OS table
+ * Layer order, top to bottom. A file calls (and writes) only files of its
+ * own layer or below; tests/scripts/layers.sh reads this list and checks
+ * every object's undefined symbols against it, so the list must name every
+ * source file and only files that exist.
+ *   cxx/new.cc                             C++ operator new/delete, on the public API
+ *   alloc.c control.c static.c             api: malloc family; options and counters
+ *   init.c                                 start-up, fork handlers, background thread
+ *   publish.c ccow/ color/                 features beside the core (hooks.h)
+ *   stats.c                                counters, pulled from the layers below
+ *   heap.c spancache.c remote.c            per-thread heaps, fast paths, remote frees
+ *   slab.c                                 slab setup and free-list collection
+ *   hugepage.c filler.c release.c arena.c meta.c bits.h   the pageheap, its arenas, metadata memory
+ *   options.c sizeclass.c message.c        option values, size classes, messages
+ *   lockorder.c                            the lock-order check (debug builds)
+ *   prim/                                  the OS table
+ *   check.c                                read-only invariant checkers: outside the order
+ * The one exception is the start-up gate: hpm_ensure_init() (_hpm_ready,
+ * _hpm_init_slow) may be called from any layer's entry points; the
+ * checkers read every layer and are called from any (debug tier). Upward
+ * notifications go through hooks set by the upper layer (the pageheap's
+ * on_change, set by stats.c), never through calls.
  *
  * Invariant: every address in [arena_base, arena_top) maps, through
  * page_map, to the span that owns its page, or to NULL when the page is
@@ -118,6 +132,7 @@ typedef struct hpm_hp_s {
     uint16_t subrel_pages;
     uint8_t state, backing, set, bin_linked;
     uint32_t index;
+    uintptr_t addr;                 /* its 2 MiB of the arena that holds it */
     uint64_t empty_since_ns;
     struct hpm_hp_s *next, *prev;   /* filler bin list or empty cache list */
 } hpm_hp_t;
@@ -130,16 +145,29 @@ typedef struct {
     size_t count;
 } hpm_filler_set_t;
 
+/* One reservation holding heap hugepages (arena.c). Hugepage indices run
+ * on across arenas: arena k holds [first_hp, first_hp + n_hp). */
+typedef struct {
+    uintptr_t base;                 /* 2 MiB aligned (1 GiB where room allows) */
+    size_t first_hp, n_hp;
+    hpm_meta_region_t map_region;   /* page-map chunks for the GiBs it spans */
+} hpm_arena_t;
+#define HPM_MAX_ARENAS 64
+
 typedef struct hpm_pageheap_s {
     const hpm_os_t *os;
     pthread_mutex_t lock;
-    uintptr_t base;                 /* arena start, 2 MiB (or 1 GiB) aligned */
-    size_t reserved_hp;             /* arena capacity in hugepages */
+    uintptr_t base;                 /* the first arena's start */
+    size_t reserved_hp;             /* hugepage indices reserved, over all arenas */
     size_t top_hp;                  /* hugepages [0, top_hp) have been used */
     size_t committed_hp;            /* hugepages [0, committed_hp) are accessible */
     int page_mode;                  /* PAGES_* */
-    hpm_hp_t *hps;                  /* one per arena hugepage (metadata) */
-    hpm_span_t **page_map;          /* one per arena page */
+    hpm_hp_t *hps;                  /* one per hugepage index (metadata) */
+    hpm_span_t **page_map;          /* the first arena's pages (tests); all go through _hpm_l1 */
+    hpm_arena_t arenas[HPM_MAX_ARENAS];
+    unsigned n_arenas;
+    size_t index_cap_hp;            /* hugepage indices the descriptor region can hold */
+    size_t first_arena_hp;          /* the size asked for the first arena */
     hpm_filler_set_t sets[SET_COUNT];
     hpm_hp_t *cache_head, *cache_tail;  /* empty, backed; head = newest */
     size_t cache_count;
@@ -156,18 +184,30 @@ typedef struct hpm_pageheap_s {
     hpm_hp_t *released_head;        /* empty, not backed */
     size_t used_pages_total;        /* used pages over all active hugepages */
     hpm_meta_region_t hp_region, map_region;
+    /* counts that only the stats layer reads (it pulls them, stats.c) */
+    uint64_t hugetlb_hp;            /* hugepages backed by hugetlbfs, in 2 MiB units */
+    uint64_t fallback_total;        /* hugetlb/1g requests that fell back to THP */
+    uint64_t large_allocs_total;    /* allocations of whole hugepages */
+    /* Called under the lock after the counts change, so the published
+     * counters stay live; set by the stats layer (_hpm_stats_watch) for the
+     * process's own pageheap only. NULL: nobody watches. */
+    void (*on_change)(const struct hpm_pageheap_s *ph);
 } hpm_pageheap_t;
+
+/* The pageheap's counts changed (the caller holds ph->lock). */
+static inline void hpm_ph_changed(hpm_pageheap_t *ph) { if (ph->on_change) ph->on_change(ph); }
 
 HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
 
-/* Read-mostly copy of what free() needs, on its own cache line so that
- * pageheap lock traffic does not slow the fast paths of other threads. */
-typedef struct {
-    uintptr_t base;
-    uintptr_t top_bytes;            /* arena bytes in use: [base, base + top_bytes) */
-    hpm_span_t **page_map;
-} __attribute__((aligned(64))) hpm_map_t;
-HPM_INTERNAL extern hpm_map_t _hpm_map;
+/* The page map, by address (arena.c): _hpm_l1[addr >> 30] is NULL or the
+ * map chunk of that GiB, one span pointer per 4 KiB page, written once
+ * (committed whole before it is published) and never moved. Lookups are
+ * two loads whatever the number of arenas; free() reads it without locks. */
+#define HPM_ADDR_BITS 48   /* user addresses on x86-64 (47) and arm64 (48) */
+#define HPM_L1_SHIFT 30
+#define HPM_L1_ENTRIES ((size_t)1 << (HPM_ADDR_BITS - HPM_L1_SHIFT))
+#define HPM_CHUNK_PAGES ((size_t)1 << (HPM_L1_SHIFT - HPM_PAGE_SHIFT))
+HPM_INTERNAL extern hpm_span_t **_hpm_l1[HPM_L1_ENTRIES];
 
 /* Set up a pageheap over a fresh arena of reserve_bytes. Returns 0 or errno. */
 HPM_INTERNAL int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, int page_mode);
@@ -178,6 +218,9 @@ HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, 
 /* Whole hugepages for n_pages >= HPM_LARGE_MIN_PAGES, start aligned to
  * align_bytes (>= 2 MiB); the tail of the last hugepage is left free. */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
+/* The same; with zero, the span is returned clean (reads as zero): pages
+ * written before are given back or cleared here, others are left alone. */
+HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes, bool zero);
 /* Page-aligned span of n_pages whose start is aligned to align_bytes
  * (4 KiB < align <= 1 MiB), for medium aligned allocations. */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
@@ -191,8 +234,9 @@ HPM_INTERNAL void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns);
 /* Release everything possible now. subrelease: also free pages inside
  * partial hugepages, emptiest first. Returns bytes released. */
 HPM_INTERNAL size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease);
-/* Copy the pageheap's counts into the published counters. */
-HPM_INTERNAL void _hpm_ph_publish(hpm_pageheap_t *ph);
+/* The release policy, set in one call (by options.c, at start and on
+ * hpm_option_set). Takes ph->lock. */
+HPM_INTERNAL void _hpm_ph_configure(hpm_pageheap_t *ph, size_t release_delay_ms, size_t cache_keep_hp, bool subrelease);
 
 /* filler.c: the sets of partial hugepages */
 HPM_INTERNAL void _hpm_filler_insert(hpm_pageheap_t *ph, hpm_hp_t *hp);
@@ -201,19 +245,48 @@ HPM_INTERNAL hpm_hp_t *_hpm_filler_find(hpm_pageheap_t *ph, int set, size_t n_pa
 #include "bits.h"   /* _hpm_bits_*: the 512-page bitmaps */
 
 static inline uintptr_t hpm_hp_addr(const hpm_pageheap_t *ph, const hpm_hp_t *hp) {
-    return ph->base + ((uintptr_t)hp->index << HPM_HP_SHIFT);
+    (void)ph;
+    return hp->addr;
 }
 
 static inline hpm_span_t *hpm_span_of(const void *p) {
-    uintptr_t off = (uintptr_t)p - _hpm_map.base;
-    if (unlikely(off >= __atomic_load_n(&_hpm_map.top_bytes, __ATOMIC_ACQUIRE))) return NULL;
-    return _hpm_map.page_map[off >> HPM_PAGE_SHIFT];
+    uintptr_t a = (uintptr_t)p;
+    if (unlikely(a >> HPM_ADDR_BITS)) return NULL;
+    hpm_span_t **chunk = __atomic_load_n(&_hpm_l1[a >> HPM_L1_SHIFT], __ATOMIC_ACQUIRE);
+    if (unlikely(!chunk)) return NULL;
+    return chunk[(a >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1)];
 }
+
+/* ---- arenas (arena.c) ---- */
+/* Address space a new reservation may still take under RLIMIT_AS
+ * (SIZE_MAX without a limit). */
+HPM_INTERNAL size_t _hpm_as_room_bytes(const hpm_os_t *os);
+/* Reserve want bytes, at most half the room left under RLIMIT_AS, halving
+ * on failure down to min_bytes; *got_bytes says how much. NULL if none. */
+HPM_INTERNAL void *_hpm_reserve_sized(const hpm_os_t *os, size_t want_bytes, size_t min_bytes, size_t align_bytes, size_t *got_bytes);
+/* A new arena for at least need_hp hugepages whose first one is aligned
+ * to align_hp; 0 or ENOMEM. */
+HPM_INTERNAL int _hpm_arena_add(hpm_pageheap_t *ph, size_t need_hp, size_t align_hp);
+/* The arena holding index idx, or the address addr; NULL if none. */
+HPM_INTERNAL hpm_arena_t *_hpm_arena_of_index(hpm_pageheap_t *ph, size_t idx);
+HPM_INTERNAL hpm_arena_t *_hpm_arena_of_addr(hpm_pageheap_t *ph, uintptr_t addr);
+/* Make the page map cover [from, to) (map chunks committed, published). */
+HPM_INTERNAL int _hpm_map_cover(hpm_pageheap_t *ph, hpm_arena_t *a, uintptr_t from, uintptr_t to);
+/* The map entries of the 512 pages of hugepage hp. */
+static inline hpm_span_t **hpm_hp_map(const hpm_hp_t *hp) {
+    return _hpm_l1[hp->addr >> HPM_L1_SHIFT] + ((hp->addr >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1));
+}
+/* p lies in the used part of the process's heap (for error messages). */
+HPM_INTERNAL bool _hpm_ph_owns(const void *p);
 
 /* ---- metadata (meta.c) ---- */
 HPM_INTERNAL int _hpm_meta_init(const hpm_os_t *os);
 HPM_INTERNAL int _hpm_meta_region_init(hpm_meta_region_t *r, size_t reserve_bytes);
 HPM_INTERNAL int _hpm_meta_region_ensure(hpm_meta_region_t *r, size_t bytes_from_base);
+/* Fork: the metadata lock is taken last by the prepare handler. */
+HPM_INTERNAL void _hpm_meta_fork_prepare(void);
+HPM_INTERNAL void _hpm_meta_fork_parent(void);
+HPM_INTERNAL void _hpm_meta_fork_child(void);
 HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 
 /* ---- heaps (heap.c, slab.c, remote.c) ---- */
@@ -308,7 +381,7 @@ HPM_INTERNAL size_t _hpm_slab_shed(hpm_span_t *s);
 HPM_INTERNAL void _hpm_slab_refill(hpm_span_t *s);
 HPM_INTERNAL extern size_t _hpm_slab_held_pages;
 
-/* ---- errors (alloc.c) ---- */
+/* ---- errors (message.c) ---- */
 HPM_INTERNAL void _hpm_fatal(const char *fn, const void *p, const char *what) __attribute__((noreturn));
 
 /* ---- init (init.c) ---- */
@@ -320,11 +393,25 @@ static inline void hpm_ensure_init(void) {
 HPM_INTERNAL void _hpm_background_kick(void);
 /* Refresh the computed counters (stats.c), for the background thread. */
 HPM_INTERNAL void _hpm_stats_refresh_light(void);
+/* Makes the counters follow ph (its on_change hook) and fills them now. */
+HPM_INTERNAL void _hpm_stats_watch(hpm_pageheap_t *ph);
+/* Refresh every computed counter now (stats.c, for hpm_stats_get). */
+HPM_INTERNAL void _hpm_stats_refresh(void);
+/* Gives the pageheap its release policy from the options, in one call. */
+static inline void hpm_options_apply(hpm_pageheap_t *ph) {
+    _hpm_ph_configure(ph, (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS), (size_t)_hpm_option(HPM_OPT_HP_CACHE),
+                      _hpm_option(HPM_OPT_SUBRELEASE) != 0);
+}
 
 /* ---- options (options.c) ---- */
 HPM_INTERNAL void _hpm_options_init(void);
 HPM_INTERNAL const char *_hpm_page_mode_name(int mode);
 HPM_INTERNAL bool _hpm_parse_size(const char *s, long *out);
+/* value lies in the option's range. */
+HPM_INTERNAL bool _hpm_option_valid(hpm_option_t opt, long value);
+/* Stores a new value; EINVAL when out of range or fixed at start (pages,
+ * arena size) and different. 0 otherwise. */
+HPM_INTERNAL int _hpm_option_store(hpm_option_t opt, long value);
 
 /* ---- invariant checkers (check.c) ---- */
 #include "check.h"

@@ -2,7 +2,12 @@
  * page map, span structs, heaps) never lives in the arena, so user
  * hugepages hold only user data. Each metadata region is a reserved range
  * committed on demand; regions past their first 4 MiB ask for THP.
- * _hpm_meta_alloc is a bump allocator for small never-freed objects.
+ * _hpm_meta_alloc is a bump allocator for small never-freed objects, over
+ * a chain of regions: the first takes 64 MiB of address space (less under
+ * RLIMIT_AS: a sixteenth of the room), and a new one is reserved when it
+ * is full, so metadata is limited by memory, not by a fixed reservation.
+ * Lock order: meta_lock is the innermost allocator lock (the pageheap's
+ * span records come from here); fork takes it last.
  * Invariant: nothing here calls malloc; committed <= limit. */
 #include <errno.h>
 #include <string.h>
@@ -10,6 +15,8 @@
 
 #define META_GROW_BYTES ((size_t)64 * 1024)
 #define META_THP_FROM_BYTES ((size_t)4 << 20)
+#define META_MISC_BYTES ((size_t)64 << 20)
+#define META_MISC_MIN_BYTES ((size_t)1 << 20)
 
 static const hpm_os_t *meta_os;
 static hpm_meta_region_t meta_misc;
@@ -43,16 +50,35 @@ int _hpm_meta_region_ensure(hpm_meta_region_t *r, size_t bytes_from_base) {
 
 size_t _hpm_meta_committed_bytes(void) { return __atomic_load_n(&meta_committed_total, __ATOMIC_RELAXED); }
 
+/* A new misc region for at least min_bytes (the old one is left as it is:
+ * its objects live on). */
+static int misc_region_new(size_t min_bytes) {
+    size_t room = _hpm_as_room_bytes(meta_os), want = META_MISC_BYTES, got = 0;
+    if (room != SIZE_MAX && want > room / 16) want = room / 16;
+    if (want < META_MISC_MIN_BYTES) want = META_MISC_MIN_BYTES;
+    min_bytes = (min_bytes + HPM_HP_BYTES - 1) & ~(HPM_HP_BYTES - 1);
+    if (want < min_bytes) want = min_bytes;
+    void *p = _hpm_reserve_sized(meta_os, want, min_bytes, HPM_HP_BYTES, &got);
+    if (!p) return ENOMEM;
+    meta_misc = (hpm_meta_region_t){.base = (uintptr_t)p, .limit = got};
+    return 0;
+}
+
 int _hpm_meta_init(const hpm_os_t *os) {
     meta_os = os;
     _hpm_lock_rank(&meta_lock, HPM_LOCK_META);
-    return _hpm_meta_region_init(&meta_misc, (size_t)1 << 32);
+    return misc_region_new(META_MISC_MIN_BYTES);   /* on failure, the first allocation tries again */
 }
 
 void *_hpm_meta_alloc(size_t size_bytes) {
+    if (!meta_os) return NULL;   /* asked for during init, before metadata is set up */
     size_bytes = (size_bytes + 63) & ~(size_t)63;
     pthread_mutex_lock(&meta_lock);
     void *p = NULL;
+    if (meta_misc.used + size_bytes > meta_misc.limit && misc_region_new(size_bytes) != 0) {
+        pthread_mutex_unlock(&meta_lock);
+        return NULL;
+    }
     if (_hpm_meta_region_ensure(&meta_misc, meta_misc.used + size_bytes) == 0) {
         p = (void *)(meta_misc.base + meta_misc.used);
         meta_misc.used += size_bytes;
@@ -60,3 +86,7 @@ void *_hpm_meta_alloc(size_t size_bytes) {
     pthread_mutex_unlock(&meta_lock);
     return p;   /* fresh committed memory reads as zero */
 }
+
+void _hpm_meta_fork_prepare(void) { pthread_mutex_lock(&meta_lock); }
+void _hpm_meta_fork_parent(void) { pthread_mutex_unlock(&meta_lock); }
+void _hpm_meta_fork_child(void) { pthread_mutex_init(&meta_lock, NULL); }

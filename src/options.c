@@ -21,6 +21,7 @@ typedef struct {
 #define CCOW_OFF (-1)
 #define CCOW_ALL 101
 #define CCOW_ADAPTIVE 102
+#define CCOW_HISTORY 103
 
 static opt_entry_t opts[HPM_OPT_COUNT] = {
     [HPM_OPT_PAGES] = {"HPM_PAGES", KIND_PAGES, PAGES_THP, 0, 3},
@@ -29,7 +30,7 @@ static opt_entry_t opts[HPM_OPT_COUNT] = {
     [HPM_OPT_HP_CACHE] = {"HPM_HP_CACHE", KIND_NUM, 2, 0, 1 << 20},
     [HPM_OPT_STATS] = {"HPM_STATS", KIND_BOOL, 0, 0, 1},
     [HPM_OPT_CHECK] = {"HPM_CHECK", KIND_BOOL, 1, 0, 1},
-    [HPM_OPT_CCOW] = {"HPM_CCOW", KIND_CCOW, CCOW_OFF, CCOW_OFF, CCOW_ADAPTIVE},
+    [HPM_OPT_CCOW] = {"HPM_CCOW", KIND_CCOW, CCOW_OFF, CCOW_OFF, CCOW_HISTORY},
     [HPM_OPT_CCOW_RATE] = {"HPM_CCOW_RATE", KIND_NUM, 0, 0, 1 << 20},
     [HPM_OPT_COLORS] = {"HPM_COLORS", KIND_NUM, 0, 0, 0x7fffffffffffffffL},
     [HPM_OPT_COLOR_COUNT] = {"HPM_COLOR_COUNT", KIND_NUM, 16, 1, 64},
@@ -70,6 +71,7 @@ static bool parse_value(opt_kind_t kind, const char *s, long *out) {
         if (!strcasecmp(s, "off") || !strcmp(s, "0")) { *out = CCOW_OFF; return true; }
         if (!strcasecmp(s, "all")) { *out = CCOW_ALL; return true; }
         if (!strcasecmp(s, "adaptive")) { *out = CCOW_ADAPTIVE; return true; }
+        if (!strcasecmp(s, "history")) { *out = CCOW_HISTORY; return true; }
         if (_hpm_parse_size(s, out) && *out >= 1 && *out <= 100) return true;
         return false;
     default:
@@ -91,27 +93,15 @@ long _hpm_option(hpm_option_t opt) {
     return (unsigned)opt < HPM_OPT_COUNT ? __atomic_load_n(&opts[opt].value, __ATOMIC_RELAXED) : 0;
 }
 
-HPM_API long hpm_option_get(hpm_option_t opt) {
-    if ((unsigned)opt >= HPM_OPT_COUNT) { errno = EINVAL; return -1; }
-    hpm_ensure_init();
-    return _hpm_option(opt);
+bool _hpm_option_valid(hpm_option_t opt, long value) {
+    return (unsigned)opt < HPM_OPT_COUNT && value >= opts[opt].min && value <= opts[opt].max;
 }
 
-HPM_API int hpm_option_set(hpm_option_t opt, long value) {
-    if ((unsigned)opt >= HPM_OPT_COUNT || value < opts[opt].min || value > opts[opt].max) { errno = EINVAL; return -1; }
-    hpm_ensure_init();
+int _hpm_option_store(hpm_option_t opt, long value) {
+    if (!_hpm_option_valid(opt, value)) return EINVAL;
     /* fixed at start: the arena's backing and size */
-    if (opt == HPM_OPT_PAGES || opt == HPM_OPT_ARENA_RESERVE) {
-        if (value == opts[opt].value) return 0;
-        errno = EINVAL;
-        return -1;
-    }
+    if (opt == HPM_OPT_PAGES || opt == HPM_OPT_ARENA_RESERVE) return value == opts[opt].value ? 0 : EINVAL;
     __atomic_store_n(&opts[opt].value, value, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&_hpm_ph.lock);
-    _hpm_ph.release_delay_ms = (size_t)_hpm_option(HPM_OPT_RELEASE_DELAY_MS);
-    _hpm_ph.cache_keep_hp = (size_t)_hpm_option(HPM_OPT_HP_CACHE);
-    _hpm_ph.subrelease = _hpm_option(HPM_OPT_SUBRELEASE) != 0;
-    pthread_mutex_unlock(&_hpm_ph.lock);
     return 0;
 }
 

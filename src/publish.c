@@ -1,21 +1,26 @@
 /* publish.c: how a process running on hpmalloc shows its counters to
- * `hpm stat` without being stopped.
+ * `hpm stat` without being stopped, and without holding a file descriptor.
  *
- * The counters (hpm_stats_t) live in one page of a memfd named
- * "hpmalloc-stats", mapped MAP_SHARED into the process. The core updates
- * them in place with atomics. A reader with the same uid (PTRACE_MODE_READ)
- * finds the memfd through /proc/PID/fd/N (its link reads
- * "/memfd:hpmalloc-stats (deleted)") and maps or reads it; if the program
- * closed that fd, the reader falls back to /proc/PID/maps plus
- * /proc/PID/mem. The fd is close-on-exec, so an exec'd program never sees a
- * stale area. Invariant: every process has its own area; after fork the
- * child replaces the inherited shared mapping with a fresh memfd at the same
- * address before it touches a counter, so parent and child never share one.
- * No malloc, no stdio: only raw system calls. */
-#include <errno.h>
-#include <fcntl.h>
+ * The counters (hpm_stats_t) live in one page of shared anonymous memory
+ * (the OS table's map_shared_named: MAP_SHARED | MAP_ANONYMOUS, no fd),
+ * named "hpmalloc-stats" where the kernel names anonymous memory, so
+ * /proc/PID/maps shows "[anon_shmem:hpmalloc-stats]"; elsewhere the line
+ * reads "/dev/zero (deleted)" and a reader tells ours from other such
+ * mappings by the size (one page), the magic, the version and the pid
+ * written in it. The core updates the counters in place with atomics;
+ * `hpm stat` reads them with process_vm_readv (tools/hpm/stat/stat_alloc.c).
+ *
+ * Why not a memfd (the first design): its descriptor took the lowest free
+ * number (fd 3) in every process, which programs that count, close or reuse
+ * their descriptors do not expect. Why shared and not private: the area
+ * must be one page of its own in /proc/PID/maps; a private anonymous page
+ * merges with its neighbours when the kernel cannot name it.
+ *
+ * Invariant: every process has its own area; after fork the child maps a
+ * fresh page over the inherited (still shared) one at the same address,
+ * before it touches a counter, so parent and child never share one. No
+ * malloc, no stdio; the only OS calls are through the table. */
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "hooks.h"
@@ -24,21 +29,9 @@
 #define PUBLISH_BYTES (((sizeof(hpm_stats_t) + 4095) / 4096) * 4096)
 
 static hpm_stats_t *publish_area;   /* the mapping; NULL until init succeeds */
-static int publish_fd = -1;         /* the memfd kept open for readers */
 
-/* Creates a sized memfd; returns the fd or -1. */
-static int publish_memfd(void) {
-    int fd = (int)syscall(SYS_memfd_create, PUBLISH_NAME, (unsigned)MFD_CLOEXEC);
-    if (fd < 0) return -1;
-    if (syscall(SYS_ftruncate, fd, (long)PUBLISH_BYTES) != 0) {
-        syscall(SYS_close, fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* Copies the counters field by field order-safe: the magic is written last
- * so a reader never sees a magic over half-written contents. */
+/* Copies the counters with the magic written last, so a reader never
+ * accepts a magic over half-written contents. */
 static void publish_fill(hpm_stats_t *dst, const hpm_stats_t *src) {
     __atomic_store_n(&dst->magic, 0, __ATOMIC_RELEASE);
     if (src) memcpy((char *)dst + sizeof dst->magic, (const char *)src + sizeof src->magic,
@@ -48,51 +41,36 @@ static void publish_fill(hpm_stats_t *dst, const hpm_stats_t *src) {
     __atomic_store_n(&dst->magic, HPM_STATS_MAGIC, __ATOMIC_RELEASE);
 }
 
+static hpm_stats_t *publish_map(void *at) {
+    if (!_hpm_os->map_shared_named) return NULL;   /* a table without it (tests) */
+    return (hpm_stats_t *)_hpm_os->map_shared_named(at, PUBLISH_BYTES, PUBLISH_NAME);
+}
+
 hpm_stats_t *_hpm_publish_init(const hpm_stats_t *initial) {
     if (publish_area) return publish_area;
-    int fd = publish_memfd();
-    if (fd < 0) return NULL;   /* no memfd (old kernel, seccomp): keep static counters */
-    void *p = (void *)syscall(SYS_mmap, NULL, PUBLISH_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0L);
-    if ((unsigned long)p >= (unsigned long)-4095L) {
-        syscall(SYS_close, fd);
-        return NULL;
-    }
-    publish_fill((hpm_stats_t *)p, initial);
-    publish_fd = fd;
-    publish_area = (hpm_stats_t *)p;
+    hpm_stats_t *p = publish_map(NULL);
+    if (!p) return NULL;   /* the core then keeps its static counters */
+    publish_fill(p, initial);
+    publish_area = p;
     return publish_area;
 }
 
-/* In the child right after fork: the inherited mapping is still the
- * parent's memfd (shared). Copy it into a new memfd mapped at the same
- * address, so pointers held by the core stay valid. */
+/* In the child right after fork: the inherited page is still the parent's
+ * (shared). Map a new one at the same address, so pointers held by the
+ * core stay valid, and copy the counters into it. */
 hpm_stats_t *_hpm_publish_after_fork_child(void) {
     if (!publish_area) return NULL;
     hpm_stats_t snapshot;
     memcpy(&snapshot, publish_area, sizeof snapshot);
-    int fd = publish_memfd();
-    if (fd < 0) goto private_copy;
-    void *p = (void *)syscall(SYS_mmap, publish_area, PUBLISH_BYTES, PROT_READ | PROT_WRITE,
-                              MAP_SHARED | MAP_FIXED, fd, 0L);
-    if (p != (void *)publish_area) {
-        syscall(SYS_close, fd);
-        goto private_copy;
+    if (publish_map(publish_area) != publish_area) {
+        /* Cannot publish: at least stop sharing the parent's counters, with
+         * a private page at the same address (hpm stat will not find it). */
+        size_t n = PUBLISH_BYTES;
+        if (_hpm_os->unreserve_to_reserved(publish_area, n) || _hpm_os->commit(publish_area, n)) {
+            _hpm_message("hpmalloc: cannot unshare the published counters after fork\n");
+            return NULL;
+        }
     }
-    syscall(SYS_close, publish_fd);   /* our copy of the parent's fd */
-    publish_fd = fd;
-    publish_fill(publish_area, &snapshot);
-    return publish_area;
-
-private_copy:
-    /* Cannot publish: at least stop sharing counters with the parent. */
-    p = (void *)syscall(SYS_mmap, publish_area, PUBLISH_BYTES, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0L);
-    if (p != (void *)publish_area) {
-        _hpm_message("hpmalloc: cannot unshare the published counters after fork\n");
-        return NULL;
-    }
-    syscall(SYS_close, publish_fd);
-    publish_fd = -1;
     publish_fill(publish_area, &snapshot);
     return publish_area;
 }

@@ -1,4 +1,4 @@
-/* release.c: when the pageheap gives memory back to the OS (DESIGN.md rule 5).
+/* release.c: when the pageheap gives memory back to the OS (docs/allocator.md, "Release").
  *
  * Empty hugepages wait in a cache (newest at the head). The release tick
  * frees, whole, those that have been empty longer than the demand window
@@ -22,7 +22,7 @@ static bool release_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     if (e) return false;
     if (hp->backing == BACK_HUGETLB) {
         hp->backing = BACK_NONE;
-        _hpm_stats->hp_hugetlb--;
+        ph->hugetlb_hp--;
     }
     /* unlink from the cache */
     if (hp->prev) hp->prev->next = hp->next; else ph->cache_head = hp->next;
@@ -80,28 +80,17 @@ static size_t subrelease_until(hpm_pageheap_t *ph, size_t target_pages) {
     return released;
 }
 
-/* Copy the pageheap's counts to the published counters (hpm stat reads
- * them live). Only the process's own pageheap publishes. */
-void _hpm_ph_publish(hpm_pageheap_t *ph) {
-    if (ph != &_hpm_ph) return;
-    hpm_stats_t *s = _hpm_stats;
-    s->hp_in_use = ph->active_count;
-    s->hp_cached = ph->cache_count;
-    s->hp_backed = ph->active_count + ph->cache_count;
-    s->hp_released = ph->released_total;
-    s->hp_hybrid = ph->hybrid_count;
-    s->pages_subreleased = ph->subrel_pages + __atomic_load_n(&_hpm_slab_held_pages, __ATOMIC_RELAXED);
-    s->bytes_mapped = (uint64_t)ph->top_hp << HPM_HP_SHIFT;
-    static unsigned calls;
-    if ((calls++ & 15) == 0) {   /* the sum over thread heaps: every 16th change */
-        int64_t used = _hpm_heaps_used_bytes();
-        s->bytes_in_use = used > 0 ? (uint64_t)used : 0;
-    }
+void _hpm_ph_configure(hpm_pageheap_t *ph, size_t release_delay_ms, size_t cache_keep_hp, bool subrelease) {
+    pthread_mutex_lock(&ph->lock);
+    __atomic_store_n(&ph->release_delay_ms, release_delay_ms, __ATOMIC_RELAXED);   /* the background thread reads it */
+    ph->cache_keep_hp = cache_keep_hp;
+    ph->subrelease = subrelease;
+    pthread_mutex_unlock(&ph->lock);
 }
 
 void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns) {
     uint64_t delay_ns = (uint64_t)ph->release_delay_ms * 1000000ull;
-    _hpm_ph_publish(ph);
+    hpm_ph_changed(ph);
     if (now_ns - ph->last_release_check_ns < delay_ns / 8 && ph->cache_count <= ph->cache_keep_hp * 8) return;
     ph->last_release_check_ns = now_ns;
     while (ph->cache_count > ph->cache_keep_hp && ph->cache_tail &&
@@ -109,7 +98,7 @@ void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns) {
         if (!release_whole(ph, ph->cache_tail)) break;
     }
     if (ph->subrelease) subrelease_until(ph, ph->used_pages_total / 16);
-    _hpm_ph_publish(ph);
+    hpm_ph_changed(ph);
 }
 
 size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease) {
@@ -121,6 +110,6 @@ size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease) {
         hp = prev;
     }
     if (subrelease) pages += subrelease_until(ph, ph->used_pages_total / 16);
-    _hpm_ph_publish(ph);
+    hpm_ph_changed(ph);
     return pages << HPM_PAGE_SHIFT;
 }

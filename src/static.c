@@ -8,7 +8,10 @@
 #define _GNU_SOURCE
 #endif
 #include "prim/linux.c"
+#include "message.c"
+#include "lockorder.c"
 #include "options.c"
+#include "arena.c"
 #include "meta.c"
 #include "stats.c"
 #include "sizeclass.c"
@@ -17,8 +20,11 @@
 #include "release.c"
 #include "slab.c"
 #include "spancache.c"
+#include "remote.c"
+#include "check.c"
 #include "heap.c"
 #include "alloc.c"
+#include "control.c"
 #include "init.c"
 #include "publish.c"
 #include "color/colored_map.c"

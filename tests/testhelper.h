@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../tools/proc/hpm_proc.h"
 
 static int th_passed __attribute__((unused)), th_failed __attribute__((unused));
 
@@ -28,17 +29,8 @@ static inline void th_fail(const char *file, int line, const char *cond, const c
 } while (0)
 
 /* A "Name:  N kB" field of a /proc file (smaps_rollup, meminfo, status),
- * or -1 when it is not there. */
-static inline long th_field_kb(const char *path, const char *name) {
-    FILE *f = fopen(path, "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(name);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, name, n) && line[n] == ':') v = atol(line + n + 1);
-    if (f) fclose(f);
-    return v;
-}
+ * or -1 when it is not there (the shared reader, tools/proc/hpm_proc.h). */
+static inline long th_field_kb(const char *path, const char *name) { return hpm_proc_field_kb(path, name); }
 
 #define TEST_DONE() (printf("%d passed, %d failed\n", th_passed, th_failed), fflush(stdout), th_failed ? 1 : 0)
 #endif

@@ -7,6 +7,9 @@ what=${1:-test}
 pkgs=(gcc make libc6-dev python3 sqlite3 lua5.4 redis-server redis-tools
       libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 gnuplot-nox
       clang libclang-rt-14-dev libhiredis-dev file procps)
+# packaging and install tests (debian/, make install, C++ operator new),
+# and the Prometheus parser of hpm stat --prometheus's test
+pkgs+=(g++ pkg-config cmake dpkg-dev debhelper lintian python3-prometheus-client)
 [[ $what == bench ]] && pkgs+=(hyperfine)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -3,11 +3,10 @@
  * /proc/self/smaps_rollup the Rss, Anonymous and AnonHugePages totals
  * from which huge-page coverage (AnonHugePages / Anonymous) follows.
  * Values are in KiB; -1 means the file or field could not be read.
- * Header-only (static inline); allocates only the FILE of fopen.  */
+ * Header-only (static inline); allocates nothing. */
 #ifndef HPM_BENCH_MEM_H
 #define HPM_BENCH_MEM_H
-#include <stdio.h>
-#include <string.h>
+#include "../../tools/proc/hpm_proc.h"
 
 typedef struct {
     long vm_rss_kib;          /* /proc/self/status VmRSS */
@@ -16,24 +15,10 @@ typedef struct {
     long anon_huge_kib;       /* smaps_rollup AnonHugePages */
 } bench_mem_t;
 
-/* Reads "Name:   123 kB" fields named in `names` from path into vals. */
+/* Reads "Name:   123 kB" fields named in `names` from path into vals
+ * (-1 when missing), through the shared reader (tools/proc/hpm_proc.h). */
 static inline void bench_mem_read_fields(const char *path, const char *const *names, long *vals, int n) {
-    for (int i = 0; i < n; i++) vals[i] = -1;
-    FILE *f = fopen(path, "re");
-    if (!f) return;
-    char buf[4096];
-    setvbuf(f, buf, _IOFBF, sizeof buf);  /* stdio's own buffer would use malloc */
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        for (int i = 0; i < n; i++) {
-            size_t len = strlen(names[i]);
-            if (!strncmp(line, names[i], len) && line[len] == ':') {
-                long v;
-                if (sscanf(line + len + 1, "%ld", &v) == 1) vals[i] = v;
-            }
-        }
-    }
-    fclose(f);
+    hpm_proc_fields_kb(path, names, vals, n);
 }
 
 static inline bench_mem_t bench_mem_read(void) {

@@ -11,8 +11,9 @@
  * (the "hand-over": threads come and go with their live blocks, as in a
  * server whose connections move between threads). After --seconds the
  * main thread stops the lanes; the result is replacements per second.
- * Unlike the original, threads are detached (the original never joins
- * them) and a stop that races with a hand-over cannot hang.
+ * As in the original, finished threads are never joined, so their stacks
+ * stay mapped and each new thread gets a fresh one (--detach detaches
+ * them instead); unlike it, a stop that races with a hand-over cannot hang.
  *
  * Self-check: every block carries a stamp that is checked before it is
  * freed; at the end every live block is checked again and freed, and the
@@ -44,6 +45,7 @@ typedef struct {
 
 static const char *prog = "larson";
 static atomic_int stop_flag;
+static int detach;
 
 static size_t pick_size(bench_rng_t *r, uint64_t min_b, uint64_t max_b) {
     return (size_t)(max_b == min_b ? min_b : min_b + bench_rng_below(r, max_b - min_b));
@@ -67,7 +69,7 @@ static void start_lane_thread(lane_t *l) {
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (detach) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&t, &attr, lane_main, l)) { perror("pthread_create"); exit(1); }
     pthread_attr_destroy(&attr);
 }
@@ -91,10 +93,11 @@ static void *lane_main(void *arg) {
 
 static void usage(void) {
     printf("usage: larson [--threads T] [--seconds S] [--min BYTES] [--max BYTES] [--blocks N]\n"
-           "              [--rounds R] [--seed S]\n"
+           "              [--rounds R] [--detach] [--seed S]\n"
            "  Larson's server benchmark: T lanes of N live blocks; a lane's thread replaces\n"
            "  R*N random blocks, then a new thread takes the lane over (frees the previous\n"
-           "  thread's blocks); runs for S seconds (fractions allowed).\n"
+           "  thread's blocks); runs for S seconds (fractions allowed). Finished threads are\n"
+           "  never joined, as in the original (--detach: detached).\n"
            "  Defaults (mimalloc-bench's `larson 5 8 1000 5000 100 4141 T`):\n"
            "    --threads 2 --seconds 5 --min 8 --max 1000 --blocks 5000 --rounds 100 --seed 4141\n"
            "  Prints: RESULT bench=larson ... mops=X ns_per_op=X check=ok\n");
@@ -105,7 +108,7 @@ int main(int argc, char **argv) {
     double seconds = 5.0;
     static const struct option opts[] = {
         {"threads", 1, 0, 't'}, {"blocks", 1, 0, 'n'}, {"min", 1, 0, 'a'}, {"max", 1, 0, 'b'},
-        {"rounds", 1, 0, 'r'}, {"seconds", 1, 0, 'S'}, {"seed", 1, 0, 's'}, {"help", 0, 0, 'h'},
+        {"rounds", 1, 0, 'r'}, {"seconds", 1, 0, 'S'}, {"detach", 0, 0, 'd'}, {"seed", 1, 0, 's'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -115,6 +118,7 @@ int main(int argc, char **argv) {
         case 'a': min_b = bench_arg_size(prog, "--min", optarg, 1, 1ull << 30); break;
         case 'b': max_b = bench_arg_size(prog, "--max", optarg, 1, 1ull << 30); break;
         case 'r': rounds = bench_arg_size(prog, "--rounds", optarg, 1, 1ull << 30); break;
+        case 'd': detach = 1; break;
         case 'S': seconds = bench_arg_seconds(prog, "--seconds", optarg); break;
         case 's': seed = bench_arg_size(prog, "--seed", optarg, 0, UINT64_MAX); break;
         case 'h': usage(); return 0;

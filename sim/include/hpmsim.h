@@ -3,9 +3,10 @@
  * The simulator models one memory zone of 4 KiB frames as the Linux buddy
  * allocator does: free lists per order (0..10) and per migratetype, 2 MiB
  * pageblocks (order 9) that carry a migratetype label, the Linux 4.5
- * fallback and steal rules, and compaction. A second policy, Illuminator
- * (ASPLOS 2018), adds per-pageblock counters, the MIXED type, hybrid-aware
- * fallback and compaction that skips hybrid blocks. Frames are identified by
+ * fallback and steal rules, and compaction. Illuminator (ASPLOS 2018) comes
+ * in two variants: "illuminator", the rules of its public patch on Linux
+ * 4.5, and "illuminator-paper", the paper's description where the two
+ * differ (docs/sim.md lists every rule and its source). Frames are identified by
  * number (pfn); an allocation is identified by a handle, because compaction
  * moves movable allocations to other frames.
  *
@@ -28,7 +29,7 @@
 #define SIM_HUGE_ORDER 9
 
 enum sim_mt { SIM_UNMOVABLE = 0, SIM_RECLAIMABLE = 1, SIM_MOVABLE = 2, SIM_MIXED = 3, SIM_NR_MT = 4 };
-enum sim_policy { SIM_LINUX = 0, SIM_ILLUMINATOR = 1 };
+enum sim_policy { SIM_LINUX = 0, SIM_ILLUMINATOR = 1, SIM_ILLUMINATOR_PAPER = 2, SIM_NR_POLICIES = 3 };
 
 typedef struct sim sim_t;
 typedef uint32_t sim_handle_t;
@@ -39,13 +40,19 @@ typedef struct {
     enum sim_policy policy;
     int prudence;              /* 1: reclaim RCU-deferred frames before a kernel fallback */
     uint64_t rcu_grace_ops;    /* grace period of an RCU-deferred free, in operations */
+    int mixed_before_full;     /* illuminator (patch): 1 takes the MIXED lists before a whole
+                                  free pageblock, as the stored commits 077fe37 and 6d526ae;
+                                  0 (default) the later "steal full before using mixed" */
 } sim_config_t;
 
 typedef struct {
     uint64_t clock_ops;        /* simulated time: operations applied plus ticks */
     uint64_t allocs, alloc_fails, frees;
     uint64_t rcu_deferred, rcu_reclaimed, prudence_flushes, prudence_frees;
-    uint64_t fallbacks;        /* allocations served from another type's free list */
+    uint64_t fallbacks;        /* allocations placed in the other mobility class's free
+                                  lists (kernel from MOVABLE, movable from U/R) */
+    uint64_t kernel_cross;     /* kernel allocations served by the other kernel type (U<->R) */
+    uint64_t mixed_allocs;     /* allocations served from the MIXED lists (Illuminator) */
     uint64_t block_relabels;   /* pageblock label changes */
     uint64_t hp_requests, hp_success, hp_from_free, hp_after_compact;
     uint64_t compact_runs, compact_success, compact_skipped;
@@ -60,12 +67,17 @@ typedef struct {
     uint32_t hybrid_blocks;      /* blocks holding both kernel and movable pages now */
     uint32_t kernel_blocks;      /* blocks holding at least one kernel page now */
     uint32_t label_blocks[SIM_NR_MT];
-    uint32_t spare;              /* keeps the struct free of padding (memcmp-able) */
+    uint32_t owner_mixed_blocks; /* page_owner's "mixed": a block holding an allocation whose
+                                    type differs from the block's label (U, R and M distinct) */
+    uint64_t rcu_pending_pages;  /* frames waiting for their RCU grace period now */
+    uint64_t kernel_pages;       /* allocated UNMOVABLE + RECLAIMABLE frames now */
+    uint64_t reclaimable_pages;  /* of which RECLAIMABLE */
 } sim_stats_t;
 
 typedef struct {
     enum sim_mt label;
     uint32_t free_pages, kernel_pages, movable_pages;
+    uint32_t reclaimable_pages;   /* the RECLAIMABLE part of kernel_pages */
 } sim_block_info_t;
 
 /* --- the simulator (sim.c) --------------------------------------------- */
@@ -96,6 +108,8 @@ uint64_t sim_nr_free(const sim_t *s, unsigned order, enum sim_mt type);
 /* Full recount of every invariant; 0 when all hold, else -1 and a message. */
 int sim_check(const sim_t *s, char *err, size_t err_len);
 const char *sim_policy_name(enum sim_policy p);
+/* The policy named s ("linux", "illuminator", "illuminator-paper"), or -1. */
+int sim_policy_from_name(const char *s);
 const char *sim_mt_name(enum sim_mt t);
 
 /* --- operations, traces and the driver (trace.c, driver.c) -------------- */
@@ -115,7 +129,7 @@ void sim_trace_write_op(FILE *f, const sim_op_t *op);
 
 typedef struct {
     uint64_t t_ops;
-    uint32_t hybrid_blocks, kernel_blocks;
+    uint32_t hybrid_blocks, kernel_blocks, owner_mixed_blocks, pad;
     uint64_t free_pages;
     uint64_t hp_requests, hp_success;
     uint64_t compact_scanned, compact_migrated, compact_failed, compact_wasted;
@@ -145,10 +159,13 @@ typedef struct {
     const char *trace_path;
     uint64_t seed;
     uint32_t rounds;           /* fragmenter */
-    uint32_t kernel_pct;       /* fragmenter: share of free memory the kernel allocates */
+    uint32_t kernel_bp;        /* fragmenter: memory the module allocates a round, in
+                                  basis points (1/100 %) of total memory */
     uint32_t keep_per_block;   /* fragmenter: kernel pages kept per pageblock */
+    uint32_t cache_fill;       /* fragmenter: 1 to fill the page cache after the rounds */
     uint64_t ops;              /* server: operations to run */
-    uint32_t rcu_pct;          /* server: share of slab frees that are RCU-deferred */
+    uint32_t rcu_pct;          /* server: share of unmovable slab frees that are RCU-deferred */
+    uint32_t dcache_end_pct;   /* server: dentry/inode cache target at the end, % of memory */
     uint64_t hp_every_ops;     /* server: one huge-page request every N ops */
     uint64_t sample_every_ops; /* 0: choose from the workload size */
 } sim_workload_t;

@@ -78,19 +78,26 @@ void block_account(sim_t *s, uint32_t pfn, unsigned order, unsigned type, int si
         uint32_t n = left < SIM_PAGEBLOCK_PAGES ? left : SIM_PAGEBLOCK_PAGES;
         pageblock_t *p = &s->pb[b];
         bool was_hybrid = p->kernel_pages && p->movable_pages, was_kernel = p->kernel_pages != 0;
+        bool was_mixed = pb_owner_mixed(p);
+        uint16_t d = (uint16_t)n, recl = type == SIM_RECLAIMABLE ? d : 0;
         if (sign > 0) {
-            p->free_pages -= n;
-            if (kernel) p->kernel_pages += n; else p->movable_pages += n;
+            p->free_pages -= d;
+            if (kernel) { p->kernel_pages += d; p->reclaimable_pages += recl; } else p->movable_pages += d;
         } else {
-            p->free_pages += n;
-            if (kernel) p->kernel_pages -= n; else p->movable_pages -= n;
+            p->free_pages += d;
+            if (kernel) { p->kernel_pages -= d; p->reclaimable_pages -= recl; } else p->movable_pages -= d;
         }
         bool is_hybrid = p->kernel_pages && p->movable_pages, is_kernel = p->kernel_pages != 0;
         s->st.hybrid_blocks += (int)is_hybrid - (int)was_hybrid;
         s->st.kernel_blocks += (int)is_kernel - (int)was_kernel;
+        s->st.owner_mixed_blocks += (int)pb_owner_mixed(p) - (int)was_mixed;
         left -= n;
     }
-    if (sign > 0) s->st.free_pages -= 1u << order; else s->st.free_pages += 1u << order;
+    uint64_t pages = 1u << order;
+    if (sign > 0) s->st.free_pages -= pages; else s->st.free_pages += pages;
+    if (kernel) s->st.kernel_pages = sign > 0 ? s->st.kernel_pages + pages : s->st.kernel_pages - pages;
+    if (type == SIM_RECLAIMABLE)
+        s->st.reclaimable_pages = sign > 0 ? s->st.reclaimable_pages + pages : s->st.reclaimable_pages - pages;
 }
 
 /* Linux's expand(): the upper halves of a split go to `type`'s lists. */
@@ -121,7 +128,7 @@ static inline bool is_free_of_order(const sim_t *s, uint32_t pfn, unsigned order
  * on the list of the pageblock's label (at the tail when the next-larger
  * buddy is free, so that it is less likely to be split soon). The caller
  * has already un-accounted the frames. */
-void buddy_free(sim_t *s, uint32_t pfn, unsigned order) {
+uint32_t buddy_free(sim_t *s, uint32_t pfn, unsigned order, unsigned *order_out) {
     unsigned type = s->pb[pfn_block(pfn)].label;
     while (order < SIM_MAX_ORDER - 1) {
         uint32_t buddy = pfn ^ (1u << order);
@@ -137,6 +144,8 @@ void buddy_free(sim_t *s, uint32_t pfn, unsigned order) {
         tail = is_free_of_order(s, higher_buddy, order + 1);
     }
     list_add(s, pfn, order, type, tail);
+    *order_out = order;
+    return pfn;
 }
 
 /* Linux's move_freepages_block(): every free block whose head lies in the
@@ -165,8 +174,10 @@ uint32_t buddy_move_block_free(sim_t *s, uint32_t block, unsigned type) {
 void block_set_label(sim_t *s, uint32_t block, unsigned label) {
     pageblock_t *p = &s->pb[block];
     if (p->label == label) return;
+    bool was_mixed = pb_owner_mixed(p);
     s->st.label_blocks[p->label]--;
     s->st.label_blocks[label]++;
     p->label = (uint8_t)label;
     s->st.block_relabels++;
+    s->st.owner_mixed_blocks += (int)pb_owner_mixed(p) - (int)was_mixed;
 }

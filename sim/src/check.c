@@ -18,15 +18,17 @@ static int fail(char *err, size_t len, const char *fmt, ...) {
     return -1;
 }
 
-typedef struct { uint32_t free_pages, kernel_pages, movable_pages, heads; } recount_t;
+typedef struct { uint32_t free_pages, kernel_pages, movable_pages, reclaimable_pages, heads; } recount_t;
 
+/* kind: 0 free, 1 kernel, 2 movable, 3 reclaimable (kernel too) */
 static void add_pages(recount_t *rc, uint32_t pfn, unsigned order, int kind) {
     uint32_t left = 1u << order;
     for (uint32_t b = pfn_block(pfn); left; b++) {
         uint32_t n = left < SIM_PAGEBLOCK_PAGES ? left : SIM_PAGEBLOCK_PAGES;
         if (kind == 0) rc[b].free_pages += n;
-        else if (kind == 1) rc[b].kernel_pages += n;
-        else rc[b].movable_pages += n;
+        else if (kind == 2) rc[b].movable_pages += n;
+        else rc[b].kernel_pages += n;
+        if (kind == 3) rc[b].reclaimable_pages += n;
         left -= n;
     }
 }
@@ -63,7 +65,8 @@ static int check_frames(const sim_t *s, recount_t *rc, uint64_t counts[SIM_MAX_O
             uint32_t h = s->fr[pfn].owner;
             if (h >= s->nr_frames || s->hd[h].state == 0 || s->hd[h].pfn != pfn || s->hd[h].order != order)
                 return fail(err, len, "allocated block %u has a bad owner handle %u", pfn, h);
-            add_pages(rc, pfn, order, mt_is_kernel(s->fr[pfn].type) ? 1 : 2);
+            unsigned t = s->fr[pfn].type;
+            add_pages(rc, pfn, order, t == SIM_RECLAIMABLE ? 3 : t == SIM_UNMOVABLE ? 1 : 2);
             rc[pfn_block(pfn)].heads++;
         }
         pfn += 1u << order;
@@ -97,12 +100,12 @@ static int check_lists(const sim_t *s, uint64_t counts[SIM_MAX_ORDER][SIM_NR_MT]
 }
 
 static int check_blocks(const sim_t *s, const recount_t *rc, char *err, size_t len) {
-    uint32_t hybrid = 0, kernel = 0, labels[SIM_NR_MT] = {0};
+    uint32_t hybrid = 0, kernel = 0, mixed = 0, labels[SIM_NR_MT] = {0};
     uint64_t free_total = 0;
     for (uint32_t b = 0; b < s->nr_blocks; b++) {
         const pageblock_t *p = &s->pb[b];
         if (p->free_pages != rc[b].free_pages || p->kernel_pages != rc[b].kernel_pages ||
-            p->movable_pages != rc[b].movable_pages)
+            p->movable_pages != rc[b].movable_pages || p->reclaimable_pages != rc[b].reclaimable_pages)
             return fail(err, len, "pageblock %u counters free/kernel/movable %u/%u/%u, recount %u/%u/%u", b,
                         p->free_pages, p->kernel_pages, p->movable_pages, rc[b].free_pages, rc[b].kernel_pages,
                         rc[b].movable_pages);
@@ -112,19 +115,22 @@ static int check_blocks(const sim_t *s, const recount_t *rc, char *err, size_t l
         labels[p->label]++;
         hybrid += p->kernel_pages && p->movable_pages;
         kernel += p->kernel_pages != 0;
+        mixed += pb_owner_mixed(p);
         free_total += p->free_pages;
     }
+    if (mixed != s->st.owner_mixed_blocks)
+        return fail(err, len, "page_owner mixed blocks %u, recount %u", s->st.owner_mixed_blocks, mixed);
     if (hybrid != s->st.hybrid_blocks) return fail(err, len, "hybrid blocks %u, recount %u", s->st.hybrid_blocks, hybrid);
     if (kernel != s->st.kernel_blocks) return fail(err, len, "kernel blocks %u, recount %u", s->st.kernel_blocks, kernel);
     if (free_total != s->st.free_pages) return fail(err, len, "free pages %llu, recount %llu",
                                                     (unsigned long long)s->st.free_pages, (unsigned long long)free_total);
     for (unsigned t = 0; t < SIM_NR_MT; t++)
         if (labels[t] != s->st.label_blocks[t]) return fail(err, len, "label count of %s is wrong", sim_mt_name(t));
-    if (s->cfg.policy == SIM_ILLUMINATOR)
+    if (s->cfg.policy == SIM_ILLUMINATOR_PAPER)
         for (uint32_t b = 0; b < s->nr_blocks; b++) {
             const pageblock_t *p = &s->pb[b];
             if (p->kernel_pages && p->movable_pages && p->label != SIM_MIXED)
-                return fail(err, len, "illuminator: hybrid pageblock %u is labelled %s", b, sim_mt_name(p->label));
+                return fail(err, len, "illuminator-paper: hybrid pageblock %u is labelled %s", b, sim_mt_name(p->label));
         }
     return 0;
 }

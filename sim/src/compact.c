@@ -10,12 +10,13 @@
  * a block that still holds kernel pages, so it cannot become a huge page:
  * the paper's LIU migration) are counted.
  *
- * Which blocks are scanned: under Linux, async compaction (direct
- * compaction for a THP fault) migrates from MOVABLE-labelled blocks and
- * sync compaction from all; free targets are MOVABLE blocks. Under
- * Illuminator the migrate scanner skips every block that holds kernel
- * pages (MIXED and kernel blocks) in both modes, and MIXED blocks are also
- * free targets. Skip hints (a block that yielded nothing is skipped until
+ * Which blocks are scanned: under Linux and the Illuminator patch, async
+ * compaction (direct compaction for a THP fault, kswapd) migrates from
+ * MOVABLE-labelled blocks and sync compaction from all
+ * (migrate_from_async_suitable); free targets are MOVABLE blocks, and under
+ * both Illuminator variants MIXED blocks too (migrate_to_async_suitable).
+ * The paper variant's migrate scanner skips every block that holds kernel
+ * pages in both modes ("skip hybrid pageblocks during compaction"). Skip hints (a block that yielded nothing is skipped until
  * the scanners have met and kswapd has found free memory above the high
  * watermark again), cached scanner positions, and compaction_suitable()
  * (free >= low watermark + 2^(order+1), fragmentation index > 500) follow
@@ -55,7 +56,7 @@ typedef struct {
 
 static bool migrate_source_ok(const sim_t *s, uint32_t b, bool sync) {
     const pageblock_t *p = &s->pb[b];
-    if (s->cfg.policy == SIM_ILLUMINATOR) return p->label == SIM_MOVABLE && p->kernel_pages == 0;
+    if (s->cfg.policy == SIM_ILLUMINATOR_PAPER && p->kernel_pages) return false;
     return sync || p->label == SIM_MOVABLE;
 }
 
@@ -64,7 +65,7 @@ static bool free_target_ok(const sim_t *s, uint32_t b) {
     uint8_t st = s->fr[first].state;
     if ((st & FR_FREE) && FR_ORDER(st) >= SIM_PAGEBLOCK_ORDER) return false;
     unsigned label = s->pb[b].label;
-    return label == SIM_MOVABLE || (s->cfg.policy == SIM_ILLUMINATOR && label == SIM_MIXED);
+    return label == SIM_MOVABLE || (s->cfg.policy != SIM_LINUX && label == SIM_MIXED);
 }
 
 static void clear_skip_hints(sim_t *s) {
@@ -163,7 +164,7 @@ static void migrate_one(sim_t *s, uint32_t h, uint32_t dst) {
     block_account(s, src, 0, SIM_MOVABLE, -1);
     s->pb[pfn_block(src)].alloc_heads--;
     s->fr[src].state = 0;
-    buddy_free(s, src, 0);
+    policy_free(s, src, 0, SIM_MOVABLE);
     s->st.compact_migrated++;
 }
 
@@ -175,7 +176,7 @@ static void release_isolated(sim_t *s, cc_t *cc) {
         block_account(s, pfn, 0, SIM_MOVABLE, -1);
         s->pb[pfn_block(pfn)].alloc_heads--;
         s->fr[pfn].state = 0;
-        buddy_free(s, pfn, 0);
+        policy_free(s, pfn, 0, SIM_MOVABLE);
     }
     if (highest > cc->free_pfn) cc->free_pfn = highest & ~(SIM_PAGEBLOCK_PAGES - 1);
 }

@@ -112,6 +112,7 @@ static void take_sample(sim_driver_t *d, const sim_stats_t *st) {
     }
     sr->v[sr->n++] = (sim_sample_t){
         .t_ops = st->clock_ops, .hybrid_blocks = st->hybrid_blocks, .kernel_blocks = st->kernel_blocks,
+        .owner_mixed_blocks = st->owner_mixed_blocks,
         .free_pages = st->free_pages, .hp_requests = st->hp_requests, .hp_success = st->hp_success,
         .compact_scanned = st->compact_mig_scanned + st->compact_free_scanned,
         .compact_migrated = st->compact_migrated, .compact_failed = st->compact_failed,

@@ -15,7 +15,15 @@
 
 enum { H_FREE = 0, H_LIVE = 1, H_DEFERRED = 2 };
 
-const char *sim_policy_name(enum sim_policy p) { return p == SIM_ILLUMINATOR ? "illuminator" : "linux"; }
+static const char *const policy_names[SIM_NR_POLICIES] = {"linux", "illuminator", "illuminator-paper"};
+
+const char *sim_policy_name(enum sim_policy p) { return (unsigned)p < SIM_NR_POLICIES ? policy_names[p] : "?"; }
+
+int sim_policy_from_name(const char *name) {
+    for (int i = 0; name && i < SIM_NR_POLICIES; i++)
+        if (!strcmp(name, policy_names[i])) return i;
+    return -1;
+}
 
 const char *sim_mt_name(enum sim_mt t) {
     static const char *names[SIM_NR_MT] = {"unmovable", "reclaimable", "movable", "mixed"};
@@ -23,6 +31,10 @@ const char *sim_mt_name(enum sim_mt t) {
 }
 
 sim_t *sim_create(const sim_config_t *cfg, char *err, size_t err_len) {
+    if ((unsigned)cfg->policy >= SIM_NR_POLICIES) {
+        snprintf(err, err_len, "unknown policy %d", (int)cfg->policy);
+        return NULL;
+    }
     if (cfg->mem_mib < 8 || cfg->mem_mib % 4 || cfg->mem_mib > (1u << 20)) {
         snprintf(err, err_len, "memory must be a multiple of 4 MiB between 8 MiB and 1 TiB (got %llu MiB)",
                  (unsigned long long)cfg->mem_mib);
@@ -73,8 +85,7 @@ static void release(sim_t *s, uint32_t h) {
     block_account(s, pfn, order, type, -1);
     s->pb[pfn_block(pfn)].alloc_heads--;
     s->fr[pfn].state = 0;
-    buddy_free(s, pfn, order);
-    policy_after_free(s, pfn, order, type);
+    policy_free(s, pfn, order, type);
     s->hd[h].state = H_FREE;
     s->hd[h].pfn = s->h_free;
     s->h_free = h;
@@ -82,6 +93,7 @@ static void release(sim_t *s, uint32_t h) {
 
 static void rcu_reclaim_due(sim_t *s) {
     while (s->rcu_len && s->rcu[s->rcu_head].deadline <= s->st.clock_ops) {
+        s->st.rcu_pending_pages -= 1u << s->hd[s->rcu[s->rcu_head].handle].order;
         release(s, s->rcu[s->rcu_head].handle);
         s->rcu_head = s->rcu_head + 1 == s->nr_frames ? 0 : s->rcu_head + 1;
         s->rcu_len--;
@@ -105,6 +117,7 @@ bool policy_prudence_flush(sim_t *s) {
     while (s->rcu_len) {
         uint32_t h = s->rcu[s->rcu_head].handle;
         s->st.prudence_frees++;
+        s->st.rcu_pending_pages -= 1u << s->hd[h].order;
         release(s, h);
         s->rcu_head = s->rcu_head + 1 == s->nr_frames ? 0 : s->rcu_head + 1;
         s->rcu_len--;
@@ -168,6 +181,7 @@ void sim_free_rcu(sim_t *s, sim_handle_t h) {
     if (!handle_live(s, h)) return;
     s->st.frees++;
     s->st.rcu_deferred++;
+    s->st.rcu_pending_pages += 1u << s->hd[h].order;
     s->hd[h].state = H_DEFERRED;
     uint32_t slot = s->rcu_head + s->rcu_len;
     if (slot >= s->nr_frames) slot -= s->nr_frames;
@@ -209,6 +223,7 @@ void sim_block_info(const sim_t *s, uint32_t block, sim_block_info_t *out) {
     out->free_pages = p->free_pages;
     out->kernel_pages = p->kernel_pages;
     out->movable_pages = p->movable_pages;
+    out->reclaimable_pages = p->reclaimable_pages;
 }
 
 uint64_t sim_nr_free(const sim_t *s, unsigned order, enum sim_mt type) {

@@ -26,7 +26,8 @@ typedef struct {
     uint8_t label;        /* enum sim_mt */
     uint8_t skip;         /* compaction skip hint */
     uint16_t free_pages;
-    uint16_t kernel_pages;
+    uint16_t kernel_pages;       /* UNMOVABLE + RECLAIMABLE */
+    uint16_t reclaimable_pages;  /* the RECLAIMABLE part of kernel_pages */
     uint16_t movable_pages;
     uint16_t alloc_heads;  /* allocated-block heads (and isolated frames) in it */
 } pageblock_t;
@@ -75,6 +76,13 @@ struct sim {
 };
 
 static inline bool mt_is_kernel(unsigned t) { return t == SIM_UNMOVABLE || t == SIM_RECLAIMABLE; }
+/* page_owner's test (pagetypeinfo_showmixedcount_print): some allocated
+ * page's type differs from the block's label. */
+static inline bool pb_owner_mixed(const pageblock_t *p) {
+    unsigned recl = p->reclaimable_pages, unmov = p->kernel_pages - recl;
+    return (unmov && p->label != SIM_UNMOVABLE) || (recl && p->label != SIM_RECLAIMABLE) ||
+           (p->movable_pages && p->label != SIM_MOVABLE);
+}
 static inline uint32_t pfn_block(uint32_t pfn) { return pfn >> SIM_PAGEBLOCK_ORDER; }
 
 /* buddy.c: frames, lists and counters */
@@ -85,7 +93,8 @@ void list_del(sim_t *s, uint32_t pfn);
 void block_account(sim_t *s, uint32_t pfn, unsigned order, unsigned type, int sign);
 void buddy_expand(sim_t *s, uint32_t pfn, unsigned low, unsigned high, unsigned type);
 uint32_t buddy_take_smallest(sim_t *s, unsigned order, unsigned type);
-void buddy_free(sim_t *s, uint32_t pfn, unsigned order);
+/* Returns the head of the coalesced free block; *order_out its order. */
+uint32_t buddy_free(sim_t *s, uint32_t pfn, unsigned order, unsigned *order_out);
 uint32_t buddy_move_block_free(sim_t *s, uint32_t block, unsigned type);
 void block_set_label(sim_t *s, uint32_t block, unsigned label);
 
@@ -93,7 +102,10 @@ int buddy_check(const sim_t *s, char *err, size_t err_len);
 
 /* policy.c: __rmqueue under each policy; returns the head frame or NIL */
 uint32_t policy_rmqueue(sim_t *s, unsigned order, unsigned type);
-void policy_after_free(sim_t *s, uint32_t pfn, unsigned order, unsigned type);
+/* Frees 2^order frames at pfn (already un-accounted) that held `type`,
+ * with the policy's rules for labels after a free (every free, including
+ * compaction's, goes through here). */
+void policy_free(sim_t *s, uint32_t pfn, unsigned order, unsigned type);
 bool policy_prudence_flush(sim_t *s);   /* sim.c: reclaims RCU-deferred frames */
 
 /* compact.c */

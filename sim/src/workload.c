@@ -133,6 +133,20 @@ static uint64_t default_sample_every(const sim_config_t *cfg, const sim_workload
     return every ? every : 1;
 }
 
+/* Runs the workload (or the replay) and measures its wall time. */
+static int run_timed(wctx_t *wc, const sim_workload_t *w, double *wall_s) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int r;
+    if (!strcmp(w->name, "trace")) r = trace_replay(wc, w->trace_path);
+    else if (!strcmp(w->name, "fragmenter")) r = wl_fragmenter(wc, w);
+    else r = wl_server(wc, w);
+    if (wc->error) r = -1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *wall_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    return r;
+}
+
 int sim_run_workload(const sim_config_t *cfg, const sim_workload_t *w, FILE *record, sim_result_t *out, char *err,
                      size_t err_len) {
     memset(out, 0, sizeof *out);
@@ -154,14 +168,7 @@ int sim_run_workload(const sim_config_t *cfg, const sim_workload_t *w, FILE *rec
                 (unsigned long long)cfg->mem_mib, w->name, (unsigned long long)w->seed, (unsigned long long)every);
     wctx_t wc = {.sim = s, .drv = d, .rng = w->seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull,
                  .err = err, .err_len = err_len};
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int r;
-    if (is_trace) r = trace_replay(&wc, w->trace_path);
-    else if (!strcmp(w->name, "fragmenter")) r = wl_fragmenter(&wc, w);
-    else r = wl_server(&wc, w);
-    if (wc.error) r = -1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    int r = run_timed(&wc, w, &out->wall_s);
     sim_driver_finish(d);
     out->policy = cfg->policy;
     out->prudence = cfg->prudence;
@@ -169,7 +176,6 @@ int sim_run_workload(const sim_config_t *cfg, const sim_workload_t *w, FILE *rec
     sim_get_stats(s, &out->stats);
     out->series = sim_driver_take_series(d);
     out->skipped_frees = sim_driver_skipped_frees(d);
-    out->wall_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     sim_driver_destroy(d);
     sim_destroy(s);
     return r;

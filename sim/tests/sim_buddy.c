@@ -112,6 +112,33 @@ static void bad_input(void) {
     sim_destroy(s);
 }
 
+/* page_owner's mixed count: a block holding an allocation whose type
+ * differs from its label, U and R told apart; and the recount agrees. */
+static void owner_mixed_counts(void) {
+    char err[256] = "";
+    sim_t *s = make(8, SIM_LINUX, 0);
+    sim_stats_t st;
+    sim_handle_t m = sim_alloc(s, 0, SIM_MOVABLE);
+    sim_get_stats(s, &st);
+    CHECK(st.owner_mixed_blocks == 0 && st.hybrid_blocks == 0, "movable page in a MOVABLE block: not mixed");
+    sim_handle_t u = sim_alloc(s, 0, SIM_UNMOVABLE);   /* steals block 0's order-9 buddy half? */
+    uint32_t bu = sim_handle_pfn(s, u) / SIM_PAGEBLOCK_PAGES, bm = sim_handle_pfn(s, m) / SIM_PAGEBLOCK_PAGES;
+    sim_block_info_t bi;
+    sim_block_info(s, bu, &bi);
+    sim_get_stats(s, &st);
+    CHECK(bi.label == SIM_UNMOVABLE, "linux claims a whole free block for the unmovable page (%s)", sim_mt_name(bi.label));
+    CHECK(bu != bm && st.owner_mixed_blocks == 0, "its own block, labelled to match: not mixed (%u)", st.owner_mixed_blocks);
+    sim_handle_t r = sim_alloc(s, 0, SIM_RECLAIMABLE);   /* R falls back to the U block's free pages */
+    sim_block_info(s, sim_handle_pfn(s, r) / SIM_PAGEBLOCK_PAGES, &bi);
+    sim_get_stats(s, &st);
+    CHECK(bi.reclaimable_pages == 1, "the reclaimable page is counted as such");
+    CHECK(st.owner_mixed_blocks == (bi.label != SIM_RECLAIMABLE || bi.kernel_pages > 1 ? 1u : 0u),
+          "a reclaimable page in a block labelled %s: %u mixed", sim_mt_name(bi.label), st.owner_mixed_blocks);
+    CHECK(st.hybrid_blocks == 0, "but no block holds kernel and movable pages");
+    CHECK(sim_check(s, err, sizeof err) == 0, "%s", err);
+    sim_destroy(s);
+}
+
 /* The checker itself must catch corruption, or the tests above prove nothing. */
 static void checker_catches(void) {
     char err[256] = "";
@@ -142,6 +169,7 @@ static void checker_catches(void) {
 
 int main(void) {
     checker_catches();
+    owner_mixed_counts();
     exact_split_merge();
     bad_input();
     for (uint64_t seed = 1; seed <= 4; seed++) {
@@ -149,6 +177,8 @@ int main(void) {
         random_ops(SIM_ILLUMINATOR, 1, seed * 7919);
         random_ops(SIM_ILLUMINATOR, 0, seed * 104729);
         random_ops(SIM_LINUX, 1, seed * 104729);
+        random_ops(SIM_ILLUMINATOR_PAPER, 1, seed * 7919);
+        random_ops(SIM_ILLUMINATOR_PAPER, 0, seed * 104729);
     }
     return TEST_DONE();
 }

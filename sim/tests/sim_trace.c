@@ -56,8 +56,8 @@ static void round_trip(const char *workload, enum sim_policy p) {
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
     FILE *rec = fdopen(fd, "w");
-    sim_config_t cfg = {.mem_mib = 64, .policy = p, .prudence = p == SIM_ILLUMINATOR, .rcu_grace_ops = 500};
-    sim_workload_t w = {.name = workload, .seed = 7, .rounds = 3, .kernel_pct = 80, .keep_per_block = 2,
+    sim_config_t cfg = {.mem_mib = 64, .policy = p, .prudence = p != SIM_LINUX, .rcu_grace_ops = 500};
+    sim_workload_t w = {.name = workload, .seed = 7, .rounds = 3, .kernel_bp = 8000, .keep_per_block = 2, .cache_fill = 1, .dcache_end_pct = 10,
                         .ops = 300000, .rcu_pct = 50, .hp_every_ops = 500, .sample_every_ops = 5000};
     sim_result_t orig, again, replay;
     CHECK(sim_run_workload(&cfg, &w, rec, &orig, err, sizeof err) == 0, "%s run: %s", workload, err);
@@ -141,5 +141,7 @@ int main(void) {
     round_trip("server", SIM_ILLUMINATOR);
     round_trip("fragmenter", SIM_LINUX);
     round_trip("fragmenter", SIM_ILLUMINATOR);
+    round_trip("server", SIM_ILLUMINATOR_PAPER);
+    round_trip("fragmenter", SIM_ILLUMINATOR_PAPER);
     return TEST_DONE();
 }

@@ -6,19 +6,19 @@
  * more (the child exited, or everything was copied) collapses regions that
  * CoW left split, so the parent's heap is huge again. Tracking also ends
  * when nothing changed for CCOW_QUIET_NS. Counters go to _hpm_stats.
+ * History mode instead pre-copies, at each fork, the regions written
+ * densely while the last children lived (a per-region table, see
+ * history_choose and history_finish).
  *
  * Invariant: only this thread copies or collapses, one region at a time,
  * under the guards of ccow_copy.c; a new fork restarts the period. When
  * pagemap or the mechanism (MADV_COLLAPSE) is missing, CCoW turns itself
  * off and ccow_state says why. */
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include "ccow/ccow.h"
 
 #define CCOW_QUIET_NS (3000000000ull)
@@ -26,6 +26,9 @@
 #define CCOW_SPARES 16
 #define CCOW_CONTROL_EVERY 8        /* adaptive: every 8th region is a control */
 #define CCOW_ADAPTIVE_START_T 80
+#define CCOW_DEFAULT_OPT CCOW_OPT_OFF   /* with HPM_CCOW unset; docs/ccow.md says why */
+#define CCOW_HISTORY_RATE_MIB_S 1024   /* history's pace when HPM_CCOW_RATE is 0 */
+#define CCOW_HISTORY_EXTRA_PCT 5       /* history: extra memory a period's pre-copies may cost, % of the heap */
 
 typedef struct {
     uintptr_t addr;
@@ -33,6 +36,10 @@ typedef struct {
     uint8_t cov_last, cov_cross;   /* percent */
     bool precopied, crossed, control, huge;
     bool settled;                  /* private for good: no need to scan again this period */
+    bool observed;                 /* cov_last was seen while the child lived */
+    bool copied;                   /* pre-copied successfully this period */
+    bool chosen;                   /* history mode: to pre-copy this period */
+    ccow_hist_t *hist;             /* history mode: this region's entry */
 } ccow_region_t;
 
 static struct {
@@ -48,6 +55,8 @@ static struct {
     ccow_region_t *regions;
     size_t cap;
     ccow_adapt_t adapt;
+    ccow_hist_t *hist;             /* history mode: per-region written share */
+    size_t hist_cap;               /* slots, a power of two */
 } S;
 
 static void stat_add(uint64_t *field, uint64_t v) { __atomic_fetch_add(field, v, __ATOMIC_RELAXED); }
@@ -55,17 +64,17 @@ static void stat_set(uint64_t *field, uint64_t v) { __atomic_store_n(field, v, _
 
 static void state_publish(void) {
     if (!_hpm_stats) return;
-    char buf[sizeof _hpm_stats->ccow_state];
+    _Alignas(8) char buf[sizeof _hpm_stats->ccow_state];
     if (S.disabled) return;        /* the reason stays */
     ccow_mode_t m = {S.opt, S.rate_mib_s};
     _hpm_ccow_mode_name(&m, S.t_pct, buf, sizeof buf);
-    memcpy(_hpm_stats->ccow_state, buf, sizeof buf);
+    _hpm_copy_words_relaxed(_hpm_stats->ccow_state, buf, sizeof buf);
     uint32_t t = S.opt == CCOW_OPT_ADAPTIVE ? S.t_pct : S.opt >= 1 && S.opt <= 100 ? (uint32_t)S.opt : 0;
     __atomic_store_n(&_hpm_stats->ccow_threshold_pct, t, __ATOMIC_RELAXED);
 }
 
 static void ccow_disable(const char *what, int err) {
-    char buf[sizeof _hpm_stats->ccow_state];
+    _Alignas(8) char buf[sizeof _hpm_stats->ccow_state];
     const char *name = err == ENOSYS ? "ENOSYS" : err == EINVAL ? "EINVAL" : err == EPERM ? "EPERM"
                      : err == EACCES ? "EACCES" : err == ENOENT ? "ENOENT" : err == ENOTSUP ? "ENOTSUP" : "error";
     size_t i = 0;
@@ -76,7 +85,7 @@ static void ccow_disable(const char *what, int err) {
     buf[i] = 0;
     S.disabled = 1;
     if (_hpm_stats) {
-        memcpy(_hpm_stats->ccow_state, buf, sizeof buf);
+        _hpm_copy_words_relaxed(_hpm_stats->ccow_state, buf, sizeof buf);
         __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
     }
     _hpm_message("hpmalloc: ccow turned off: %s (errno %d)\n", what, err);
@@ -85,6 +94,24 @@ static void ccow_disable(const char *what, int err) {
 /* ---- the tracking period ---- */
 
 static bool period_stale(uint32_t gen) { return atomic_load_explicit(&S.fork_gen, memory_order_acquire) != gen; }
+
+/* Grows the history table to at least 2 x n slots, keeping its entries.
+ * Metadata memory is never freed: the old table is simply left behind. */
+static bool history_reserve(size_t n) {
+    if (S.hist_cap >= 2 * n && S.hist_cap >= 64) return true;
+    size_t cap = 64;
+    while (cap < 4 * n) cap *= 2;
+    ccow_hist_t *t = _hpm_meta_alloc(cap * sizeof *t);
+    if (!t) return false;
+    for (size_t i = 0; i < S.hist_cap; i++) {
+        if (!S.hist[i].addr) continue;
+        ccow_hist_t *e = _hpm_ccow_history_slot(t, cap, S.hist[i].addr);
+        if (e) *e = S.hist[i];
+    }
+    S.hist = t;
+    S.hist_cap = cap;
+    return true;
+}
 
 static bool regions_load(size_t *n_out) {
     size_t n = _hpm_hp_list_in_use(S.list, S.cap);
@@ -97,12 +124,44 @@ static bool regions_load(size_t *n_out) {
         n = _hpm_hp_list_in_use(S.list, S.cap);
         if (n > S.cap) n = S.cap;
     }
+    bool history = S.opt == CCOW_OPT_HISTORY && history_reserve(n);
     for (size_t i = 0; i < n; i++) {
         S.regions[i] = (ccow_region_t){.addr = S.list[i]};
         S.regions[i].control = S.opt == CCOW_OPT_ADAPTIVE && ((S.list[i] >> HPM_HP_SHIFT) % CCOW_CONTROL_EVERY) == 0;
+        if (history) S.regions[i].hist = _hpm_ccow_history_slot(S.hist, S.hist_cap, S.list[i]);
     }
     *n_out = n;
     return true;
+}
+
+/* History mode, at the start of a period: choose the dense regions,
+ * densest first, while the pages they would copy that were not written
+ * last time (the memory a pre-copy spends beyond plain CoW) stay within
+ * CCOW_HISTORY_EXTRA_PCT of the heap's present pages. */
+static void history_choose(size_t n, size_t present_pages) {
+    double budget = (double)present_pages * CCOW_HISTORY_EXTRA_PCT / 100.0, spent = 0;
+    for (int pct = 100; pct >= CCOW_HISTORY_DENSE_PCT; pct--)
+        for (size_t i = 0; i < n; i++) {
+            ccow_region_t *r = &S.regions[i];
+            if (!r->hist || r->hist->written_pct != pct || !_hpm_ccow_history_dense(r->hist)) continue;
+            double extra = (double)r->present * (100 - pct) / 100.0;
+            if (spent + extra > budget) return;
+            spent += extra;
+            r->chosen = true;
+        }
+}
+
+/* History mode, at the end of a period (or when a new fork cut it short):
+ * fold what this period showed into each region's written share. */
+static void history_finish(size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        ccow_region_t *r = &S.regions[i];
+        if (!r->hist) continue;
+        int seen = r->copied ? -1 : r->observed ? r->cov_last : -2;
+        if (seen == -2) continue;          /* the child was gone before the first scan */
+        r->hist->written_pct = _hpm_ccow_history_next(r->hist, seen);
+        if (r->hist->periods < 255) r->hist->periods++;
+    }
 }
 
 /* huge_pages / present_pages is the heap's huge-page coverage. */
@@ -132,6 +191,7 @@ static scan_sum_t scan_all(size_t n, uint32_t t_pct, bool full) {
     for (size_t i = 0; i < n; i++) {
         ccow_region_t *r = &S.regions[i];
         r->cov_last = (uint8_t)(r->present ? (uint32_t)r->excl * 100 / r->present : 0);
+        r->observed = r->present > 0;
         if (r->control && !r->crossed && r->present && r->cov_last >= t_pct) { r->crossed = true; r->cov_cross = r->cov_last; }
     }
     return sum;
@@ -148,7 +208,33 @@ static bool nap(uint64_t ns, uint32_t gen) {
     return true;
 }
 
-static bool fatal_errno(int err) { return err == ENOSYS || err == EINVAL || err == EPERM || err == EACCES; }
+/* The pre-copy pace: HPM_CCOW_RATE, or history's own when that is 0. */
+static long period_rate(void) {
+    long rate = S.rate_mib_s;
+    return rate == 0 && S.opt == CCOW_OPT_HISTORY ? CCOW_HISTORY_RATE_MIB_S : rate;
+}
+
+/* EINVAL also comes back when the heap's VMA changed under a collapse
+ * (the core committing or releasing next to it): fatal only when it
+ * repeats CCOW_EINVAL_FATAL times with no success in between. */
+#define CCOW_EINVAL_FATAL 8
+static unsigned einval_run;
+
+static bool fatal_errno(int err) {
+    if (err == EINVAL) return ++einval_run >= CCOW_EINVAL_FATAL;
+    if (err == 0) einval_run = 0;
+    return err == ENOSYS || err == EPERM || err == EACCES;
+}
+
+/* Does r get pre-copied in the pass for rank pct? The rank is the
+ * region's coverage now, or in history mode its written share last time
+ * (only dense, still shared regions). */
+static bool region_wanted(const ccow_region_t *r, int pct, uint32_t t_pct) {
+    if (S.opt == CCOW_OPT_HISTORY)
+        return r->chosen && r->hist->written_pct == (uint8_t)pct && r->excl < r->present;
+    uint32_t cov = (uint32_t)r->excl * 100 / r->present;
+    return cov == (uint32_t)pct && _hpm_ccow_should_precopy(S.opt, t_pct, r->excl, r->present);
+}
 
 /* Pre-copies the candidates of this scan, hottest first. Returns -1 when
  * the period must stop (new fork, or CCoW disabled), else the count. */
@@ -158,17 +244,17 @@ static int precopy_round(size_t n, uint32_t gen, uint32_t t_pct, ccow_bucket_t *
         for (size_t i = 0; i < n; i++) {
             ccow_region_t *r = &S.regions[i];
             if (r->precopied || r->control || !r->present) continue;
-            uint32_t cov = (uint32_t)r->excl * 100 / r->present;
-            if (cov != (uint32_t)pct || !_hpm_ccow_should_precopy(S.opt, t_pct, r->excl, r->present)) continue;
+            if (!region_wanted(r, pct, t_pct)) continue;
             uint64_t wait;
-            while ((wait = _hpm_ccow_bucket_take(bucket, S.rate_mib_s, (double)HPM_HP_BYTES, _hpm_os->now_ns())) > 0)
+            while ((wait = _hpm_ccow_bucket_take(bucket, period_rate(), (double)HPM_HP_BYTES, _hpm_os->now_ns())) > 0)
                 if (!nap(wait, gen)) return -1;
             if (period_stale(gen) || S.disabled || S.opt == CCOW_OPT_OFF) return -1;
             uint32_t shared = 0;
-            int err = _hpm_ccow_precopy(r->addr, S.mech, &shared);
+            int err = _hpm_ccow_precopy(r->addr, __atomic_load_n(&S.mech, __ATOMIC_ACQUIRE), &shared);
             if (fatal_errno(err)) { ccow_disable("MADV_COLLAPSE", err); return -1; }
             r->precopied = true;
             if (err) continue;   /* EAGAIN, ENOMEM, ENOENT: skip this region this period */
+            r->copied = true;
             done++;
             stat_add(&_hpm_stats->ccow_regions_precopied, 1);
             stat_add(&_hpm_stats->ccow_bytes_precopied, HPM_HP_BYTES);
@@ -184,7 +270,7 @@ static void repair_all(size_t n, uint32_t gen, ccow_bucket_t *bucket) {
         ccow_region_t *r = &S.regions[i];
         if (r->huge || r->present != HPM_PAGES_PER_HP || r->excl != HPM_PAGES_PER_HP) continue;
         uint64_t wait;
-        while ((wait = _hpm_ccow_bucket_take(bucket, S.rate_mib_s, (double)HPM_HP_BYTES, _hpm_os->now_ns())) > 0)
+        while ((wait = _hpm_ccow_bucket_take(bucket, period_rate(), (double)HPM_HP_BYTES, _hpm_os->now_ns())) > 0)
             if (!nap(wait, gen)) return;
         if (period_stale(gen)) return;
         int err = _hpm_ccow_repair(r->addr);
@@ -208,17 +294,16 @@ static void note_recovery(scan_sum_t s, uint64_t t_fork, bool *recovered) {
     stat_set(&_hpm_stats->ccow_recover_us, (_hpm_os->now_ns() - t_fork) / 1000);
 }
 
-static void run_period(uint32_t gen) {
+static void track_period(uint32_t gen, size_t n) {
     uint64_t t_fork = S.fork_ns;
-    size_t n;
-    if (!regions_load(&n) || n == 0) return;
     uint32_t t_pct = S.opt == CCOW_OPT_ADAPTIVE ? S.t_pct : 0;
     double useful = S.opt == CCOW_OPT_ADAPTIVE ? _hpm_ccow_adapt_useful_share(&S.adapt) : 1.0;
     ccow_bucket_t bucket;
-    _hpm_ccow_bucket_init(&bucket, S.rate_mib_s, _hpm_os->now_ns());
+    long rate = period_rate();
+    _hpm_ccow_bucket_init(&bucket, rate, _hpm_os->now_ns());
     __atomic_store_n(&_hpm_stats->ccow_active, 1, __ATOMIC_RELAXED);
     stat_set(&_hpm_stats->ccow_recover_us, 0);
-    bool recovered = false;
+    bool recovered = false, first = true;
     size_t last_excl = (size_t)-1;
     uint64_t quiet_since = _hpm_os->now_ns();
     for (;;) {
@@ -227,6 +312,8 @@ static void run_period(uint32_t gen) {
         scan_sum_t s = scan_all(n, t_pct, false);
         uint64_t scan_ns = _hpm_os->now_ns() - t0;
         note_recovery(s, t_fork, &recovered);
+        if (first && S.opt == CCOW_OPT_HISTORY) history_choose(n, s.present_pages);
+        first = false;
         if (s.shared_pages == 0) break;
         int done = precopy_round(n, gen, t_pct, &bucket, useful);
         if (done < 0) return;
@@ -234,14 +321,25 @@ static void run_period(uint32_t gen) {
         if (done > 0 || s.excl_pages != last_excl) quiet_since = now;
         else if (now - quiet_since > CCOW_QUIET_NS) break;
         last_excl = s.excl_pages;
-        if (S.mech == CCOW_MECH_SWAP && done > 0) _hpm_ccow_spares_fill(CCOW_SPARES);
-        /* Scanning costs a few ms per GiB: keep it under a fifth of a core. */
-        uint64_t pause = scan_ns * 4 > CCOW_SCAN_MIN_NS ? scan_ns * 4 : CCOW_SCAN_MIN_NS;
+        if (__atomic_load_n(&S.mech, __ATOMIC_ACQUIRE) == CCOW_MECH_SWAP && done > 0) _hpm_ccow_spares_fill(CCOW_SPARES);
+        /* Scanning costs a few ms per GiB: keep it under a fifth of a core.
+         * History needs scans only to observe and to see the child go:
+         * a twentieth of a core, at most 5 per second. */
+        bool slow = S.opt == CCOW_OPT_HISTORY;
+        uint64_t pause = scan_ns * (slow ? 20 : 4), floor_ns = slow ? CCOW_SCAN_MIN_NS * 20 : CCOW_SCAN_MIN_NS;
+        if (pause < floor_ns) pause = floor_ns;
         if (!nap(pause, gen)) return;
     }
     if (S.opt == CCOW_OPT_ADAPTIVE) adapt_finish(n);
     repair_all(n, gen, &bucket);
     if (!period_stale(gen)) note_recovery(scan_all(n, t_pct, true), t_fork, &recovered);
+}
+
+static void run_period(uint32_t gen) {
+    size_t n;
+    if (!regions_load(&n) || n == 0) return;
+    track_period(gen, n);
+    if (S.opt == CCOW_OPT_HISTORY) history_finish(n);
 }
 
 static void *ccow_thread(void *arg) {
@@ -250,7 +348,7 @@ static void *ccow_thread(void *arg) {
     for (;;) {
         uint32_t gen = atomic_load_explicit(&S.fork_gen, memory_order_acquire);
         if (gen == seen) {
-            syscall(SYS_futex, &S.fork_gen, FUTEX_WAIT_PRIVATE, gen, NULL, NULL, 0);
+            _hpm_ccow_os->futex_wait((uint32_t *)&S.fork_gen, gen);
             continue;
         }
         seen = gen;
@@ -259,7 +357,7 @@ static void *ccow_thread(void *arg) {
             S.probed = true;
             int err = _hpm_ccow_scan_probe();
             if (err) { ccow_disable("pagemap", err); continue; }
-            if (S.mech == CCOW_MECH_SWAP) _hpm_ccow_spares_fill(CCOW_SPARES);
+            if (__atomic_load_n(&S.mech, __ATOMIC_ACQUIRE) == CCOW_MECH_SWAP) _hpm_ccow_spares_fill(CCOW_SPARES);
         }
         run_period(gen);
         if (!period_stale(gen)) __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
@@ -282,7 +380,7 @@ static void atfork_parent(void) {
         int err = _hpm_os->thread_start(ccow_thread, NULL);
         if (err) { ccow_disable("thread", err); return; }
     }
-    syscall(SYS_futex, &S.fork_gen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    _hpm_ccow_os->futex_wake((uint32_t *)&S.fork_gen);
 }
 
 static void atfork_child(void) {
@@ -305,7 +403,8 @@ void _hpm_ccow_init(void) {
     if (done) return;
     done = true;
     long opt = _hpm_option(HPM_OPT_CCOW);
-    if (opt == 0 || opt < -1 || opt > CCOW_OPT_ADAPTIVE) opt = CCOW_OPT_OFF;   /* the default: see docs/ccow.md */
+    if (opt == 0 || opt < -1 || opt > CCOW_OPT_HISTORY) opt = CCOW_OPT_OFF;
+    if (!getenv("HPM_CCOW")) opt = CCOW_DEFAULT_OPT;   /* the default: see docs/ccow.md */
     S.t_pct = CCOW_ADAPTIVE_START_T;
     const char *mech = getenv("HPM_CCOW_MECH");
     S.mech = CCOW_MECH_COLLAPSE;   /* fastest measured, see docs/ccow.md */
@@ -326,7 +425,7 @@ void _hpm_ccow_set_mech(ccow_mech_t m) {
 __attribute__((visibility("default"))) int hpm_ccow_config(const char *mode, long rate_mib_s) {
     long opt;
     if (!_hpm_ccow_parse_mode(mode, &opt) || rate_mib_s < 0) { errno = EINVAL; return -1; }
-    hpm_free(hpm_malloc(1));      /* the core's init (and so _hpm_ccow_init) runs first */
+    _hpm_init_slow();   /* the start-up gate: runs the core's init (and so ours) without allocating */
     _hpm_ccow_init();
     mode_store(opt, rate_mib_s);
     return 0;

@@ -24,11 +24,12 @@
 #define CCOW_OPT_OFF (-1)
 #define CCOW_OPT_ALL 101
 #define CCOW_OPT_ADAPTIVE 102
+#define CCOW_OPT_HISTORY 103
 
 typedef enum { CCOW_MECH_SWAP = 0, CCOW_MECH_COLLAPSE, CCOW_MECH_PREFAULT, CCOW_MECH_N } ccow_mech_t;
 
 typedef struct {
-    long opt;                 /* -1 off, 1..100 T, 101 all, 102 adaptive */
+    long opt;                 /* -1 off, 1..100 T, 101 all, 102 adaptive, 103 history */
     long rate_mib_s;          /* 0 = unthrottled */
 } ccow_mode_t;
 
@@ -66,6 +67,26 @@ uint32_t _hpm_ccow_adapt_next(const ccow_adapt_t *a, uint32_t t_pct);
 /* Share (0..1) of pre-copied shared pages estimated to have been written
  * anyway; 1 when nothing was observed. */
 double _hpm_ccow_adapt_useful_share(const ccow_adapt_t *a);
+
+/* History (mode "history"): per region, the share of its present pages
+ * written while the last children lived, smoothed over fork periods.
+ * A region whose share is at least CCOW_HISTORY_DENSE_PCT is pre-copied at
+ * the next fork, densest first; the rest is left to plain CoW. */
+#define CCOW_HISTORY_DENSE_PCT 50
+typedef struct {
+    uintptr_t addr;           /* region start; 0 = empty slot */
+    uint8_t written_pct;      /* smoothed written share */
+    uint8_t periods;          /* periods observed, saturating */
+} ccow_hist_t;
+/* New smoothed share after a period: observed_pct is the written share
+ * seen in this period, or -1 when the region was pre-copied (then nothing
+ * could be seen, and the share decays by an eighth so that a region that
+ * cooled down is measured again after a few periods). */
+uint8_t _hpm_ccow_history_next(const ccow_hist_t *h, int observed_pct);
+bool _hpm_ccow_history_dense(const ccow_hist_t *h);
+/* Open-addressing table of cap_slots (a power of two) entries: the entry
+ * for addr, inserted if absent; NULL when the table is full. */
+ccow_hist_t *_hpm_ccow_history_slot(ccow_hist_t *table, size_t cap_slots, uintptr_t addr);
 
 /* ---- ccow.c ---- */
 /* Chooses the pre-copy mechanism (HPM_CCOW_MECH at start); for tests. */

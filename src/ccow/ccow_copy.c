@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sched.h>
 #include <string.h>
 #include "ccow/ccow.h"
 
@@ -50,7 +49,7 @@ static void core_op_enter(void *addr, size_t len) {
         uintptr_t b = atomic_load_explicit(&busy_region, memory_order_seq_cst);
         if (!b || a + len <= b || a >= b + HPM_HP_BYTES) return;
         atomic_fetch_sub_explicit(&core_ops, 1, memory_order_seq_cst);
-        while (atomic_load_explicit(&busy_region, memory_order_seq_cst) == b) sched_yield();
+        while (atomic_load_explicit(&busy_region, memory_order_seq_cst) == b) _hpm_ccow_os->yield_cpu();
     }
 }
 
@@ -90,7 +89,7 @@ const hpm_os_t *_hpm_ccow_os_guard(const hpm_os_t *os) {
 
 static void busy_begin(uintptr_t region) {
     atomic_store_explicit(&busy_region, region, memory_order_seq_cst);
-    while (atomic_load_explicit(&core_ops, memory_order_seq_cst) > 0) sched_yield();
+    while (atomic_load_explicit(&core_ops, memory_order_seq_cst) > 0) _hpm_ccow_os->yield_cpu();
 }
 
 static void busy_end(void) { atomic_store_explicit(&busy_region, 0, memory_order_seq_cst); }
@@ -195,6 +194,14 @@ static int precopy_swap(uintptr_t region, uint32_t *shared_before) {
     if (err) { _hpm_ccow_os->uffd_release(uffd, (void *)region, HPM_HP_BYTES); goto out; }
     memcpy((void *)spare, (const void *)region, HPM_HP_BYTES);
     err = _hpm_ccow_os->remap_fixed((void *)spare, (void *)region, HPM_HP_BYTES);
+    uint32_t ignored;
+    if (err && !region_still_mapped(region, &ignored)) {
+        /* mremap can fail after unmapping the destination: the spare holds
+         * the region's exact bytes (copied under write-protect), so put it
+         * there again rather than leave a hole. */
+        err = _hpm_ccow_os->remap_fixed((void *)spare, (void *)region, HPM_HP_BYTES);
+        if (err) _hpm_message("hpmalloc: ccow: mremap failed (%d) and left the region at %p unmapped\n", err, (void *)region);
+    }
     if (!err) {
         spare = 0;
         int e2 = _hpm_os->dontfork((void *)region, HPM_HP_BYTES, false);

@@ -1,10 +1,12 @@
 /* ccow_os.c: the real Linux implementation of CCoW's extra OS table
  * (ccow_os.h): userfaultfd write-protect around a region swap, mremap of a
- * spare over a region, and the spare hugepages themselves. The only code in
+ * spare over a region, the spare hugepages themselves, futex and yield. The only code in
  * ccow/ that makes these system calls; it never calls malloc or stdio. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <linux/userfaultfd.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -73,6 +75,14 @@ static int linux_spare_warm_drop(void *addr, size_t len_bytes) {
 
 static void linux_close_fd(int fd) { close(fd); }
 
+static void linux_futex_wait(uint32_t *word, uint32_t expected) {
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+static void linux_futex_wake(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
+
+static void linux_yield_cpu(void) { sched_yield(); }
+
 const hpm_ccow_os_t _hpm_ccow_os_linux = {
     .uffd_open = linux_uffd_open,
     .uffd_protect = linux_uffd_protect,
@@ -82,6 +92,9 @@ const hpm_ccow_os_t _hpm_ccow_os_linux = {
     .spare_unmap = linux_spare_unmap,
     .spare_warm_drop = linux_spare_warm_drop,
     .close_fd = linux_close_fd,
+    .futex_wait = linux_futex_wait,
+    .futex_wake = linux_futex_wake,
+    .yield_cpu = linux_yield_cpu,
 };
 
 const hpm_ccow_os_t *_hpm_ccow_os = &_hpm_ccow_os_linux;

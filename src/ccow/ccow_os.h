@@ -1,6 +1,8 @@
 /* ccow_os.h: the OS calls CCoW needs beyond the core's table (prim.h):
- * userfaultfd write-protect, mremap over a region, and warm spare
- * hugepages kept MADV_DONTFORK. Like prim.h, functions return 0 or an
+ * userfaultfd write-protect, mremap over a region, warm spare hugepages
+ * kept MADV_DONTFORK, and the futex and yield its thread waits with.
+ * Nothing else in src/ccow/ calls the kernel: every other system call goes
+ * through the core's hpm_os_t (_hpm_os). Like prim.h, functions return 0 or an
  * errno value (never -1) unless they return a pointer (NULL on failure);
  * addresses and sizes are 2 MiB aligned. Tests point _hpm_ccow_os at a
  * fake table before the first fork. None of them calls malloc. */
@@ -33,6 +35,12 @@ typedef struct hpm_ccow_os_s {
      * sits warm on this CPU's free list for the next kernel allocation. */
     int (*spare_warm_drop)(void *addr, size_t len_bytes);
     void (*close_fd)(int fd);
+    /* Sleeps while *word == expected (FUTEX_WAIT_PRIVATE); may return early. */
+    void (*futex_wait)(uint32_t *word, uint32_t expected);
+    /* Wakes one thread sleeping on word. */
+    void (*futex_wake)(uint32_t *word);
+    /* Gives the CPU to another thread (sched_yield). */
+    void (*yield_cpu)(void);
 } hpm_ccow_os_t;
 
 HPM_INTERNAL extern const hpm_ccow_os_t _hpm_ccow_os_linux;

@@ -8,7 +8,12 @@
  * share of its pages written after the crossing, which a pre-copy at T
  * would have saved as faults; (100 - final) is the share a pre-copy at T
  * would have copied for nothing. More waste than use raises T by 5; use
- * over twice the waste lowers it by 5; T stays in [30, 95]. */
+ * over twice the waste lowers it by 5; T stays in [30, 95].
+ *
+ * History rule (mode "history"): a region's written share is smoothed as
+ * (old + 3 x this period) / 4; a pre-copied region shows nothing (it is
+ * private from the start), so its share decays by an eighth per period
+ * and the region is measured again once it falls below the dense mark. */
 #include <string.h>
 #include "ccow/ccow.h"
 
@@ -17,6 +22,7 @@ bool _hpm_ccow_parse_mode(const char *s, long *opt_out) {
     if (!strcmp(s, "off") || !strcmp(s, "0")) { *opt_out = CCOW_OPT_OFF; return true; }
     if (!strcmp(s, "all")) { *opt_out = CCOW_OPT_ALL; return true; }
     if (!strcmp(s, "adaptive")) { *opt_out = CCOW_OPT_ADAPTIVE; return true; }
+    if (!strcmp(s, "history")) { *opt_out = CCOW_OPT_HISTORY; return true; }
     long v = 0;
     const char *p = s;
     if (*p == 'T' || *p == 't') p++;
@@ -51,6 +57,7 @@ void _hpm_ccow_mode_name(const ccow_mode_t *m, uint32_t t_pct, char *buf, size_t
     size_t at = 0;
     if (m->opt == CCOW_OPT_OFF || m->opt < 1) { put_str(buf, len, "off"); return; }
     if (m->opt == CCOW_OPT_ALL) put_str(buf, len, "all");
+    else if (m->opt == CCOW_OPT_HISTORY) put_str(buf, len, "history");
     else {
         put_str(buf, len, m->opt == CCOW_OPT_ADAPTIVE ? "adaptive T=" : "T=");
         at = strlen(buf);
@@ -77,6 +84,7 @@ bool _hpm_ccow_parse_mech(const char *s, ccow_mech_t *out) {
 bool _hpm_ccow_should_precopy(long opt, uint32_t t_pct, uint32_t excl_pages, uint32_t present_pages) {
     if (opt == CCOW_OPT_OFF || opt < 1 || present_pages == 0 || excl_pages >= present_pages) return false;
     if (opt == CCOW_OPT_ALL) return true;
+    if (opt == CCOW_OPT_HISTORY) return false;   /* chosen by history, not by coverage */
     uint32_t t = opt == CCOW_OPT_ADAPTIVE ? t_pct : (uint32_t)opt;
     return (uint64_t)excl_pages * 100 >= (uint64_t)t * present_pages;
 }
@@ -123,4 +131,29 @@ uint32_t _hpm_ccow_adapt_next(const ccow_adapt_t *a, uint32_t t_pct) {
 double _hpm_ccow_adapt_useful_share(const ccow_adapt_t *a) {
     double tot = a->useful_pct_sum + a->wasted_pct_sum;
     return a->n_crossed && tot > 0 ? a->useful_pct_sum / tot : 1.0;
+}
+
+uint8_t _hpm_ccow_history_next(const ccow_hist_t *h, int observed_pct) {
+    if (observed_pct > 100) observed_pct = 100;
+    if (observed_pct < 0) return (uint8_t)(h->written_pct - h->written_pct / 8);
+    if (h->periods == 0) return (uint8_t)observed_pct;
+    /* Mostly the last period: write sets move slowly, but they do move. */
+    return (uint8_t)(((unsigned)h->written_pct + 3u * (unsigned)observed_pct + 2u) / 4u);
+}
+
+bool _hpm_ccow_history_dense(const ccow_hist_t *h) {
+    return h->periods > 0 && h->written_pct >= CCOW_HISTORY_DENSE_PCT;
+}
+
+ccow_hist_t *_hpm_ccow_history_slot(ccow_hist_t *table, size_t cap_slots, uintptr_t addr) {
+    if (!table || cap_slots == 0 || addr == 0) return NULL;
+    size_t mask = cap_slots - 1, i = (size_t)((addr >> 21) * 0x9E3779B97F4A7C15ull >> 7) & mask;
+    for (size_t probe = 0; probe < cap_slots; probe++, i = (i + 1) & mask) {
+        if (table[i].addr == addr) return &table[i];
+        if (table[i].addr == 0) {
+            table[i] = (ccow_hist_t){.addr = addr};
+            return &table[i];
+        }
+    }
+    return NULL;
 }

@@ -12,13 +12,12 @@
  * Invariant: on success every page of the returned range is present and
  * its PFN has a colour in the mask (checked again at the end); on failure
  * nothing is left mapped and errno plus a reason string say why.
- * No malloc, no stdio: scratch arrays are mmap'd. */
+ * No malloc, no stdio: scratch arrays are mmap'd. Every system call goes
+ * through the OS table (_hpm_os: sys_mmap, sys_munmap, sys_mremap,
+ * sys_madvise, pagemap), so fault-injection tests reach each of them. */
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include "hooks.h"
 
 #define CM_PAGE 4096ul
@@ -67,26 +66,16 @@ const char *hpm_colored_map_error(void) {
     return cm_reason[0] ? cm_reason : "no error";
 }
 
-/* ---- system calls ---- */
+/* ---- system calls (through the OS table) ---- */
 static void *cm_mmap(size_t bytes, int prot, int flags) {
-    long r = syscall(SYS_mmap, NULL, bytes, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
-    return (unsigned long)r >= (unsigned long)-4095L ? NULL : (void *)r;
+    void *p = _hpm_os->sys_mmap(NULL, bytes, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS);
+    return p == MAP_FAILED ? NULL : p;
 }
 
-static void cm_munmap(void *p, size_t bytes) { if (p) syscall(SYS_munmap, p, bytes); }
+static void cm_munmap(void *p, size_t bytes) { if (p) _hpm_os->sys_munmap(p, bytes); }
 
 /* Reads n pagemap entries for addr; 0 or errno. */
-static int cm_pagemap(int fd, const void *addr, size_t n, uint64_t *out) {
-    size_t want = n * sizeof *out, got = 0;
-    off_t off = (off_t)((uintptr_t)addr / CM_PAGE * sizeof *out);
-    while (got < want) {
-        long r = syscall(SYS_pread64, fd, (char *)out + got, want - got, off + (off_t)got);
-        if (r < 0) return errno;
-        if (r == 0) return EIO;
-        got += (size_t)r;
-    }
-    return 0;
-}
+static int cm_pagemap(const void *addr, size_t n, uint64_t *out) { return _hpm_os->pagemap(addr, n, out); }
 
 static unsigned cm_colour_count(void) {
     long c = _hpm_option(HPM_OPT_COLOR_COUNT);
@@ -112,7 +101,7 @@ static int cm_all_pfn_zero(const uint64_t *ent, size_t n) {
 /* One round: map a pool of pool_pages, touch it, and move pages whose
  * colour is in mask into dst[filled..need). Returns the new fill count, or
  * (size_t)-1 with the reason set. */
-static size_t cm_round(int pm_fd, char *dst, size_t filled, size_t need, uint64_t mask,
+static size_t cm_round(char *dst, size_t filled, size_t need, uint64_t mask,
                        unsigned colours, size_t pool_pages) {
     size_t pool_bytes = pool_pages * CM_PAGE;
     size_t ent_bytes = (pool_pages * sizeof(uint64_t) + CM_PAGE - 1) / CM_PAGE * CM_PAGE;
@@ -123,9 +112,9 @@ static size_t cm_round(int pm_fd, char *dst, size_t filled, size_t need, uint64_
         cm_fail(ENOMEM, "cannot map a scratch pool of ", pool_pages, " pages (", filled, " frames found so far)");
         return (size_t)-1;
     }
-    syscall(SYS_madvise, pool, pool_bytes, MADV_NOHUGEPAGE);
+    _hpm_os->sys_madvise(pool, pool_bytes, MADV_NOHUGEPAGE);
     for (size_t i = 0; i < pool_pages; i++) pool[i * CM_PAGE] = 1;   /* fault in a frame */
-    int err = cm_pagemap(pm_fd, pool, pool_pages, ent);
+    int err = cm_pagemap(pool, pool_pages, ent);
     size_t out = filled;
     if (err) {
         cm_fail(err, "cannot read /proc/self/pagemap", 0, NULL, 0, NULL);
@@ -139,9 +128,9 @@ static size_t cm_round(int pm_fd, char *dst, size_t filled, size_t need, uint64_
         if (!(ent[i] & CM_PRESENT)) continue;
         uint64_t colour = (ent[i] & CM_PFN_MASK) % colours;
         if (!(mask >> colour & 1)) continue;
-        long r = syscall(SYS_mremap, pool + i * CM_PAGE, CM_PAGE, CM_PAGE,
-                         MREMAP_MAYMOVE | MREMAP_FIXED, dst + out * CM_PAGE);
-        if (r != (long)(uintptr_t)(dst + out * CM_PAGE)) {
+        void *r = _hpm_os->sys_mremap(pool + i * CM_PAGE, CM_PAGE, CM_PAGE, MREMAP_MAYMOVE | MREMAP_FIXED,
+                                      dst + out * CM_PAGE);
+        if (r != dst + out * CM_PAGE) {
             cm_fail(errno, "mremap of one page failed after ", out,
                     " pages (too many mappings? see vm.max_map_count; asked for ", need, " pages)");
             out = (size_t)-1;
@@ -158,11 +147,11 @@ static size_t cm_round(int pm_fd, char *dst, size_t filled, size_t need, uint64_
 }
 
 /* Checks that every page of [p, p+n pages) is present with a wanted colour. */
-static int cm_verify(int pm_fd, char *p, size_t n, uint64_t mask, unsigned colours) {
+static int cm_verify(char *p, size_t n, uint64_t mask, unsigned colours) {
     size_t ent_bytes = (n * sizeof(uint64_t) + CM_PAGE - 1) / CM_PAGE * CM_PAGE;
     uint64_t *ent = cm_mmap(ent_bytes, PROT_READ | PROT_WRITE, 0);
     if (!ent) return ENOMEM;
-    int err = cm_pagemap(pm_fd, p, n, ent);
+    int err = cm_pagemap(p, n, ent);
     for (size_t i = 0; !err && i < n; i++) {
         if (!(ent[i] & CM_PRESENT) || !(mask >> ((ent[i] & CM_PFN_MASK) % colours) & 1)) err = EAGAIN;
     }
@@ -183,13 +172,13 @@ void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
     size_t need = (size_bytes + CM_PAGE - 1) / CM_PAGE;
     char *dst = cm_mmap(need * CM_PAGE, PROT_NONE, MAP_NORESERVE);
     if (!dst) return cm_fail(ENOMEM, "cannot reserve the destination range", 0, NULL, 0, NULL);
-    int pm_fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    if (pm_fd < 0) {
+    uint64_t probe;   /* can this process read its page map at all? */
+    int pm_err = cm_pagemap(dst, 1, &probe);
+    if (pm_err) {
         cm_munmap(dst, need * CM_PAGE);
-        int err = errno;
-        return cm_fail(err, err == EACCES || err == EPERM
-                                ? "cannot open /proc/self/pagemap: permission denied (frame numbers need root)"
-                                : "cannot open /proc/self/pagemap", 0, NULL, 0, NULL);
+        return cm_fail(pm_err, pm_err == EACCES || pm_err == EPERM
+                                   ? "cannot open /proc/self/pagemap: permission denied (frame numbers need root)"
+                                   : "cannot read /proc/self/pagemap", 0, NULL, 0, NULL);
     }
     unsigned share = (unsigned)__builtin_popcountll(mask);
     size_t filled = 0;
@@ -198,7 +187,7 @@ void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
         /* expect share/colours of the frames to fit; ask for 1.5x plus
          * slack, doubling each round */
         size_t pool = ((need - filled) * colours / share * 3 / 2 + 64) << round;
-        filled = cm_round(pm_fd, dst, filled, need, mask, colours, pool);
+        filled = cm_round(dst, filled, need, mask, colours, pool);
     }
     cm_release_pools();
     int err = 0;
@@ -206,11 +195,10 @@ void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
     else if (filled < need) {
         cm_fail(ENOMEM, "found only ", filled, " frames of the wanted colours, needed ", need, NULL);
         err = ENOMEM;
-    } else if ((err = cm_verify(pm_fd, dst, need, mask, colours)) != 0) {
+    } else if ((err = cm_verify(dst, need, mask, colours)) != 0) {
         cm_fail(err, "a frame changed colour while the range was assembled (migrated by the kernel)",
                 0, NULL, 0, NULL);
     }
-    syscall(SYS_close, pm_fd);
     if (err) {
         cm_munmap(dst, need * CM_PAGE);
         errno = err;
@@ -223,5 +211,5 @@ int hpm_colored_unmap(void *p, size_t size_bytes) __attribute__((visibility("def
 int hpm_colored_unmap(void *p, size_t size_bytes) {
     if (!p || ((uintptr_t)p & (CM_PAGE - 1)) || size_bytes == 0) { errno = EINVAL; return -1; }
     size_t bytes = (size_bytes + CM_PAGE - 1) / CM_PAGE * CM_PAGE;
-    return syscall(SYS_munmap, p, bytes) == 0 ? 0 : -1;
+    return _hpm_os->sys_munmap(p, bytes) == 0 ? 0 : -1;
 }

@@ -7,6 +7,10 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 #include "prim.h"
@@ -18,15 +22,27 @@
 #define MAP_HUGE_SHIFT 26
 #endif
 
+/* Reservations are PROT_NONE without MAP_NORESERVE: a private mapping
+ * that is not writable is not charged (mm/mmap.c accountable_mapping), and
+ * mprotect to writable charges it then (mm/mprotect.c mprotect_fixup sets
+ * VM_ACCOUNT), once per call. With MAP_NORESERVE the commit would never be
+ * charged, and a request the kernel would refuse to mmap would succeed. */
+#define RESERVE_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS)
+
 static void *linux_reserve(size_t size_bytes, size_t align_bytes) {
     size_t span = size_bytes + align_bytes;
-    char *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (span < size_bytes) return NULL;
+    char *p = mmap(NULL, span, PROT_NONE, RESERVE_FLAGS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     uintptr_t start = ((uintptr_t)p + align_bytes - 1) & ~(uintptr_t)(align_bytes - 1);
     if (start > (uintptr_t)p) munmap(p, start - (uintptr_t)p);
     uintptr_t end = start + size_bytes, map_end = (uintptr_t)p + span;
     if (map_end > end) munmap((void *)end, map_end - end);
     return (void *)start;
+}
+
+static int linux_unreserve(void *addr, size_t size_bytes) {
+    return munmap(addr, size_bytes) == 0 ? 0 : errno;
 }
 
 static int linux_commit(void *addr, size_t size_bytes) {
@@ -37,24 +53,41 @@ static int linux_thp_advise(void *addr, size_t size_bytes, bool on) {
     return madvise(addr, size_bytes, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0 ? 0 : errno;
 }
 
+/* Put the reservation back on [addr, addr+size) where a failed call left
+ * a hole. MAP_FIXED_NOREPLACE never clobbers: where the range is still
+ * mapped (the usual case: the kernel restores the old mapping when a
+ * MAP_FIXED mmap fails) it fails with EEXIST and changes nothing. */
+static void restore_reserved(void *addr, size_t size_bytes) {
+    if (madvise(addr, size_bytes, MADV_NORMAL) == 0) return;   /* all still mapped */
+    if (mmap(addr, size_bytes, PROT_NONE, RESERVE_FLAGS | MAP_FIXED_NOREPLACE, -1, 0) == addr) return;
+    for (size_t off = 0; off < size_bytes; off += HPM_HP_BYTES) {   /* part of it: hugepage by hugepage */
+        char *a = (char *)addr + off;
+        size_t n = size_bytes - off < HPM_HP_BYTES ? size_bytes - off : HPM_HP_BYTES;
+        if (madvise(a, n, MADV_NORMAL) != 0) mmap(a, n, PROT_NONE, RESERVE_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
+    }
+}
+
+/* The hugetlb pages are mapped straight over the reservation. (Mapping
+ * them elsewhere and moving them with mremap(MREMAP_FIXED) fails now and
+ * then with ENOMEM after the kernel has unmapped the destination, which
+ * left a hole in the arena.) On failure the reservation is checked and
+ * put back where needed, so the caller's fallback finds it. */
 static int linux_map_hugetlb(void *addr, size_t size_bytes, size_t page_bytes) {
     int log2 = page_bytes == HPM_GB_BYTES ? 30 : 21;
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_HUGETLB | (log2 << MAP_HUGE_SHIFT);
-    /* MAP_FIXED would destroy the reservation on failure, so probe first
-     * with a hint, then move the pages into place. */
-    void *probe = mmap(NULL, size_bytes, PROT_READ | PROT_WRITE, flags & ~MAP_FIXED, -1, 0);
-    if (probe == MAP_FAILED) return errno;
-    void *p = mremap(probe, size_bytes, size_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, addr);
-    if (p == MAP_FAILED) { int e = errno; munmap(probe, size_bytes); return e; }
-    return 0;
+    void *p = mmap(addr, size_bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == addr) return 0;
+    int e = p == MAP_FAILED ? errno : EINVAL;
+    restore_reserved(addr, size_bytes);
+    return e;
 }
 
 static int linux_release(void *addr, size_t size_bytes) {
     return madvise(addr, size_bytes, MADV_DONTNEED) == 0 ? 0 : errno;
 }
 
-static int linux_unreserve(void *addr, size_t size_bytes) {
-    void *p = mmap(addr, size_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+static int linux_unreserve_to_reserved(void *addr, size_t size_bytes) {
+    void *p = mmap(addr, size_bytes, PROT_NONE, RESERVE_FLAGS | MAP_FIXED, -1, 0);
     return p == MAP_FAILED ? errno : 0;
 }
 
@@ -66,35 +99,39 @@ static int linux_dontfork(void *addr, size_t size_bytes, bool dontfork) {
     return madvise(addr, size_bytes, dontfork ? MADV_DONTFORK : MADV_DOFORK) == 0 ? 0 : errno;
 }
 
-static int pagemap_fd = -1;
-static pid_t pagemap_pid;   /* /proc/self/pagemap was opened by this process */
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#endif
+#ifndef PR_SET_VMA_ANON_NAME
+#define PR_SET_VMA_ANON_NAME 0
+#endif
 
+static void *linux_map_shared_named(void *addr, size_t size_bytes, const char *name) {
+    int flags = MAP_SHARED | MAP_ANONYMOUS | (addr ? MAP_FIXED : 0);
+    void *p = mmap(addr, size_bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    /* EINVAL without CONFIG_ANON_VMA_NAME (or before 6.2 for shared memory):
+     * the mapping then stays "/dev/zero (deleted)", which readers accept. */
+    if (name) (void)prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p, size_bytes, (unsigned long)name);
+    return p;
+}
+
+/* Opens /proc/self/pagemap for each read and closes it again: the library
+ * keeps no descriptor, so a program that closes or reuses its descriptors
+ * (close_range after fork, dup2 onto a low number) cannot break it. */
 static int linux_pagemap(const void *addr, size_t n_pages, uint64_t *entries) {
-    int fd = __atomic_load_n(&pagemap_fd, __ATOMIC_ACQUIRE);
-    if (fd >= 0 && __atomic_load_n(&pagemap_pid, __ATOMIC_RELAXED) != getpid()) {
-        /* a forked child must read its own pagemap, not its parent's */
-        int expected = fd;
-        if (__atomic_compare_exchange_n(&pagemap_fd, &expected, -1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) close(fd);
-        fd = -1;
-    }
-    if (fd < 0) {
-        fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return errno;
-        int expected = -1;
-        __atomic_store_n(&pagemap_pid, getpid(), __ATOMIC_RELAXED);
-        if (!__atomic_compare_exchange_n(&pagemap_fd, &expected, fd, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            close(fd);
-            fd = expected;
-        }
-    }
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
     off_t off = (off_t)((uintptr_t)addr >> HPM_PAGE_SHIFT) * 8;
     size_t want = n_pages * 8, got = 0;
+    int err = 0;
     while (got < want) {
         ssize_t n = pread(fd, (char *)entries + got, want - got, off + (off_t)got);
-        if (n <= 0) return n < 0 ? errno : EIO;
+        if (n <= 0) { err = n < 0 ? errno : EIO; break; }
         got += (size_t)n;
     }
-    return 0;
+    close(fd);
+    return err;
 }
 
 static long linux_read_file(const char *path, char *buf, size_t buf_bytes) {
@@ -152,15 +189,46 @@ static void linux_write_err(const char *msg, size_t len) {
     }
 }
 
+static size_t linux_as_limit_bytes(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+    return (size_t)rl.rlim_cur;
+}
+
+static size_t linux_as_used_bytes(void) {
+    char buf[128];
+    if (linux_read_file("/proc/self/statm", buf, sizeof buf) <= 0) return 0;
+    size_t pages = 0;
+    for (const char *c = buf; *c >= '0' && *c <= '9'; c++) pages = pages * 10 + (size_t)(*c - '0');
+    return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static size_t linux_machine_bytes(void) {
+    struct sysinfo si;
+    if (sysinfo(&si) != 0) return 0;
+    return ((size_t)si.totalram + (size_t)si.totalswap) * si.mem_unit;
+}
+
+static void *linux_sys_mmap(void *addr, size_t len, int prot, int flags) {
+    return (void *)syscall(SYS_mmap, addr, len, prot, flags, -1, 0L);
+}
+static int linux_sys_munmap(void *addr, size_t len) { return (int)syscall(SYS_munmap, addr, len); }
+static void *linux_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr) {
+    return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+}
+static int linux_sys_madvise(void *addr, size_t len, int advice) { return (int)syscall(SYS_madvise, addr, len, advice); }
+
 const hpm_os_t _hpm_os_linux = {
     .reserve = linux_reserve,
+    .unreserve = linux_unreserve,
     .commit = linux_commit,
     .thp_advise = linux_thp_advise,
     .map_hugetlb = linux_map_hugetlb,
     .release = linux_release,
-    .unreserve_to_reserved = linux_unreserve,
+    .unreserve_to_reserved = linux_unreserve_to_reserved,
     .collapse = linux_collapse,
     .dontfork = linux_dontfork,
+    .map_shared_named = linux_map_shared_named,
     .pagemap = linux_pagemap,
     .read_file = linux_read_file,
     .now_ns = linux_now_ns,
@@ -168,6 +236,13 @@ const hpm_os_t _hpm_os_linux = {
     .thread_start = linux_thread_start,
     .thp_mode = linux_thp_mode,
     .write_err = linux_write_err,
+    .as_limit_bytes = linux_as_limit_bytes,
+    .as_used_bytes = linux_as_used_bytes,
+    .machine_bytes = linux_machine_bytes,
+    .sys_mmap = linux_sys_mmap,
+    .sys_munmap = linux_sys_munmap,
+    .sys_mremap = linux_sys_mremap,
+    .sys_madvise = linux_sys_madvise,
 };
 
 const hpm_os_t *_hpm_os = &_hpm_os_linux;

@@ -7,7 +7,8 @@
  * Conventions: functions return 0 on success or an errno value on failure
  * (never -1), unless they return a pointer (NULL on failure) or a count.
  * Addresses and sizes given to them are 4 KiB aligned; "hp" functions take
- * 2 MiB-aligned addresses and sizes. None of them calls malloc. */
+ * 2 MiB-aligned addresses and sizes. None of them calls malloc.
+ * CCoW's extra calls go through src/ccow/ccow_os.h's table; nothing in src/ccow calls the kernel directly. */
 #ifndef HPM_PRIM_H
 #define HPM_PRIM_H
 #include <stddef.h>
@@ -24,14 +25,20 @@
 typedef enum { HPM_THP_ALWAYS, HPM_THP_MADVISE, HPM_THP_NEVER, HPM_THP_UNKNOWN } hpm_thp_mode_t;
 
 typedef struct hpm_os_s {
-    /* Reserve address space (no access, no memory), aligned to align_bytes. */
+    /* Reserve address space (no access, no memory), aligned to align_bytes.
+     * Counts against RLIMIT_AS, not against the commit limit. */
     void *(*reserve)(size_t size_bytes, size_t align_bytes);
-    /* Make reserved space readable/writable (charged to the commit limit). */
+    /* Give reserved (or committed) address space back to the system. */
+    int (*unreserve)(void *addr, size_t size_bytes);
+    /* Make reserved space readable/writable. Charged to the commit limit
+     * (one charge per call: the kernel refuses a call it could not honour,
+     * as it would refuse mmap of that size). */
     int (*commit)(void *addr, size_t size_bytes);
     /* Ask for (on) or against (off) transparent huge pages on a range. */
     int (*thp_advise)(void *addr, size_t size_bytes, bool on);
     /* Replace a reserved range with explicit hugetlb pages of page_bytes
-     * (2 MiB or 1 GiB). Fails with ENOMEM when the pool is empty. */
+     * (2 MiB or 1 GiB). Fails with ENOMEM when the pool is empty; on
+     * failure the range is reserved as before (never a hole). */
     int (*map_hugetlb)(void *addr, size_t size_bytes, size_t page_bytes);
     /* Give the memory back; the range stays committed and reads as zero. */
     int (*release)(void *addr, size_t size_bytes);
@@ -41,6 +48,13 @@ typedef struct hpm_os_s {
     int (*collapse)(void *addr, size_t size_bytes);
     /* madvise(MADV_DONTFORK / MADV_DOFORK). */
     int (*dontfork)(void *addr, size_t size_bytes, bool dontfork);
+    /* Map size_bytes of zeroed shared anonymous memory (MAP_SHARED |
+     * MAP_ANONYMOUS: no file descriptor; a forked child shares it until it
+     * maps its own over it), at addr exactly when addr is not NULL
+     * (replacing what is there), named name where the kernel names
+     * anonymous memory (PR_SET_VMA_ANON_NAME: /proc/PID/maps then shows
+     * "[anon_shmem:name]"; elsewhere "/dev/zero (deleted)"). NULL on failure. */
+    void *(*map_shared_named)(void *addr, size_t size_bytes, const char *name);
     /* Read n /proc/self/pagemap entries starting at addr. Returns 0 or errno. */
     int (*pagemap)(const void *addr, size_t n_pages, uint64_t *entries);
     /* Read a whole small file (e.g. /proc/self/smaps_rollup) into buf,
@@ -56,6 +70,19 @@ typedef struct hpm_os_s {
     hpm_thp_mode_t (*thp_mode)(void);
     /* Write a message to stderr without stdio. */
     void (*write_err)(const char *msg, size_t len);
+    /* RLIMIT_AS now (SIZE_MAX when unlimited) and the address space the
+     * process maps now (VmSize), in bytes. */
+    size_t (*as_limit_bytes)(void);
+    size_t (*as_used_bytes)(void);
+    /* Physical memory plus swap, in bytes (0 when unknown). */
+    size_t (*machine_bytes)(void);
+    /* The raw calls behind colour/colored_map.c (page-by-page remapping):
+     * mmap/munmap/mremap/madvise with the kernel's arguments; they return
+     * what the kernel does (MAP_FAILED or -1 with errno set). */
+    void *(*sys_mmap)(void *addr, size_t len, int prot, int flags);
+    int (*sys_munmap)(void *addr, size_t len);
+    void *(*sys_mremap)(void *old, size_t old_len, size_t new_len, int flags, void *new_addr);
+    int (*sys_madvise)(void *addr, size_t len, int advice);
 } hpm_os_t;
 
 /* The real table (src/prim/linux.c). */

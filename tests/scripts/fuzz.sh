@@ -8,40 +8,48 @@
 # (so libFuzzer sees the allocator's branches); a source that clang cannot
 # compile is linked from make's gcc object (build/obj/src/...) instead,
 # uninstrumented, and the script names it. A crashing input is kept in
-# build/fuzz-artifacts/.
+# build/fuzz-artifacts/. HPM_FUZZ_BIN=PATH runs a harness built elsewhere
+# instead (tests/sanitize.sh gives it make fuzz-asan's, on ASan+UBSan).
 # Prints "N passed, N failed".
 source "$(dirname "$0")/common.bash"
 require_tool clang
 t_tmpdir
-out=build/fuzz
-mkdir -p "$out/obj" build/fuzz-artifacts
-cflags=(-O2 -g -std=c11 -D_GNU_SOURCE -pthread -Wno-unused-parameter -fno-builtin-malloc
-        -ftls-model=initial-exec -Iinclude -Isrc)
-srcs=$(ls src/*.c src/*/*.c 2>/dev/null | grep -v '^src/static\.c$')
-[[ -n $srcs ]] || t_abort "no allocator sources in src/"
-objs=() plain=()
-# The allocator is built without trace-cmp: libFuzzer would otherwise learn
-# the free-block cookie from free()'s comparison and plant it in its own
-# input copies, which free() then (rightly) reports as already freed.
-for s in $srcs; do
-    o=$out/obj/$(tr '/' '_' <<<"${s%.c}").o
-    if clang "${cflags[@]}" -fsanitize=fuzzer-no-link -fno-sanitize-coverage=trace-cmp -c "$s" -o "$o" 2>"$tmp/cc.err"; then
-        objs+=("$o")
-    else
-        g=build/obj/${s%.c}.o
-        [[ -f $g ]] || make -s "$g" >&2 || t_abort "clang cannot compile $s and make cannot build $g"
-        objs+=("$g"); plain+=("$s")
-    fi
-done
-how="the src/ files instrumented"
-[[ ${#plain[@]} -gt 0 ]] && how="$how, except ${plain[*]} (gcc objects: clang cannot compile them)"
-bin=$out/fuzz_alloc
-if clang -O1 -g -fsanitize=fuzzer -Iinclude -Itests tests/fuzz/fuzz_alloc.c "${objs[@]}" \
-        -o "$bin" -pthread -ldl -lm 2>"$tmp/ld.err"; then
-    t_ok "fuzz_alloc built with $how"
+mkdir -p build/fuzz-artifacts
+if [[ -n ${HPM_FUZZ_BIN:-} ]]; then   # a harness built elsewhere (make fuzz-asan: on ASan+UBSan)
+    bin=$HPM_FUZZ_BIN
+    [[ -x $bin ]] || t_abort "HPM_FUZZ_BIN=$bin is not an executable"
+    t_ok "fuzz_alloc given: $bin"
 else
-    cat "$tmp/ld.err" | head -n 20
-    t_abort "fuzz_alloc does not link with $how"
+    out=build/fuzz
+    mkdir -p "$out/obj"
+    cflags=(-O2 -g -std=c11 -D_GNU_SOURCE -pthread -Wno-unused-parameter -fno-builtin-malloc
+            -ftls-model=initial-exec -Iinclude -Isrc)
+    srcs=$(ls src/*.c src/*/*.c 2>/dev/null | grep -v '^src/static\.c$')
+    [[ -n $srcs ]] || t_abort "no allocator sources in src/"
+    objs=() plain=()
+    # The allocator is built without trace-cmp: libFuzzer would otherwise learn
+    # the free-block cookie from free()'s comparison and plant it in its own
+    # input copies, which free() then (rightly) reports as already freed.
+    for s in $srcs; do
+        o=$out/obj/$(tr '/' '_' <<<"${s%.c}").o
+        if clang "${cflags[@]}" -fsanitize=fuzzer-no-link -fno-sanitize-coverage=trace-cmp -c "$s" -o "$o" 2>"$tmp/cc.err"; then
+            objs+=("$o")
+        else
+            g=build/obj/${s%.c}.o
+            [[ -f $g ]] || make -s "$g" >&2 || t_abort "clang cannot compile $s and make cannot build $g"
+            objs+=("$g"); plain+=("$s")
+        fi
+    done
+    how="the src/ files instrumented"
+    [[ ${#plain[@]} -gt 0 ]] && how="$how, except ${plain[*]} (gcc objects: clang cannot compile them)"
+    bin=$out/fuzz_alloc
+    if clang -O1 -g -fsanitize=fuzzer -Iinclude -Itests tests/fuzz/fuzz_alloc.c "${objs[@]}" \
+            -o "$bin" -pthread -ldl -lm 2>"$tmp/ld.err"; then
+        t_ok "fuzz_alloc built with $how"
+    else
+        cat "$tmp/ld.err" | head -n 20
+        t_abort "fuzz_alloc does not link with $how"
+    fi
 fi
 
 # 1. fixed inputs (python's seeded generator: the same bytes on every run)

@@ -16,7 +16,11 @@ table() { grep -vE '^(wall time|operations per second)' "$1" | grep -v '^hpm sim
 # 1. option errors
 "$HPM" sim --policy bogus >/dev/null 2>"$tmp/e1"; rc=$?
 t_check "bad --policy exits 2" test $rc -eq 2
-t_check "bad --policy is explained" grep -q "linux, illuminator or both" "$tmp/e1"
+t_check "bad --policy is explained" grep -q "linux, illuminator, paper, both or all" "$tmp/e1"
+for bad in "--patch-order sideways" "--kernel-pct 101" "--kernel-pct 1.5x" "--cache-fill maybe" "--dcache-pct 300"; do
+    "$HPM" sim $bad >/dev/null 2>&1; rc=$?
+    t_check "'$bad' rejected with 2" test $rc -eq 2
+done
 "$HPM" sim --mem 6 >/dev/null 2>"$tmp/e2"; rc=$?
 t_check "--mem 6 rejected" test $rc -eq 2
 "$HPM" sim --ops 12x >/dev/null 2>"$tmp/e3"; rc=$?
@@ -59,7 +63,7 @@ t_check "fragmenter with --csv --plot succeeds" test $? -eq 0
 t_check "table has both policies" grep -q "linux *illuminator" "$tmp/both"
 t_check "csv header" bash -c "head -1 '$tmp/out.csv' | grep -q '^policy,t_ops,hybrid_blocks,hybrid_pct'"
 t_check "csv has rows for both policies" bash -c "grep -q '^linux,' '$tmp/out.csv' && grep -q '^illuminator,' '$tmp/out.csv'"
-t_check "csv rows have 15 fields" bash -c "awk -F, 'NR>1 && NF!=15 {bad=1} END {exit bad}' '$tmp/out.csv'"
+t_check "csv rows have 16 fields" bash -c "awk -F, 'NR>1 && NF!=16 {bad=1} END {exit bad}' '$tmp/out.csv'"
 t_check "csv times increase per policy" bash -c "awk -F, 'NR>1 { if (\$1==p && \$2<=t) bad=1; p=\$1; t=\$2 } END {exit bad}' '$tmp/out.csv'"
 for png in hybrid hugepage free; do
     f="$tmp/plots/$png.png"
@@ -68,7 +72,17 @@ for png in hybrid hugepage free; do
 done
 t_check "plot data per policy" bash -c "[[ -s '$tmp/plots/sim_linux.dat' && -s '$tmp/plots/sim_illuminator.dat' ]]"
 
-# 5. --bench reports a positive rate and a clean check
+# 5. all three policies: three columns, ratios to linux, the three block counts
+"$HPM" sim fragmenter --mem 64 --rounds 3 --policy all >"$tmp/all" 2>&1
+t_check "--policy all runs" test $? -eq 0
+t_check "three policies and two ratios" grep -qE "linux +illuminator +illuminator-paper +patch/linux +paper/linux" "$tmp/all"
+for def in "hybrid (kernel + movable pages)" "page_owner mixed (type != label)" "kernel-polluted (any kernel page)"; do
+    t_check "rows for '$def'" bash -c "[[ \$(grep -cF '$def' '$tmp/all') -eq 3 ]]"
+done
+"$HPM" sim fragmenter --mem 64 --rounds 3 --policy illuminator --patch-order mixed >"$tmp/mixed" 2>&1
+t_check "--patch-order mixed runs" test $? -eq 0
+
+# 6. --bench reports a positive rate and a clean check
 "$HPM" sim --bench --mem 64 >"$tmp/bench" 2>&1
 t_check "--bench runs" bash -c "[[ \$? -eq 0 ]] && grep -qE '^linux +20000000' '$tmp/bench'"
 t_done

@@ -4,7 +4,8 @@
 #  - a process on libhpmalloc: hpmalloc counters present, with its own pid,
 #    its page mode, and bytes mapped / in use covering what it allocated;
 #  - its forked child publishes its own copy (its pid, its own larger
-#    numbers), and parent and child hold different memfds;
+#    numbers), parent and child have different stats pages (a mapping,
+#    not a descriptor);
 #  - a process not on hpmalloc: "hpmalloc": null and the text says so.
 set -u
 cd "$(dirname "$0")/../.."
@@ -46,9 +47,18 @@ PY
 cat "$tmp/py.out"
 while read -r w rest; do check "[[ $w == ok ]]" "$rest"; done < <(grep -E '^(ok|FAIL) ' "$tmp/py.out")
 check "! grep -q Traceback $tmp/py.out" "python failed"
-pfd=$(ls -l /proc/$pp/fd | grep -c 'memfd:hpmalloc-stats'); cfd=$(ls -l /proc/$child/fd | grep -c 'memfd:hpmalloc-stats')
-check "[[ $pfd -eq 1 && $cfd -eq 1 ]]" "one stats memfd each (parent $pfd, child $cfd)"
-check "[[ \$(stat -L -c %i /proc/$pp/fd/\$(ls -l /proc/$pp/fd | awk '/hpmalloc-stats/{print \$9}')) != \$(stat -L -c %i /proc/$child/fd/\$(ls -l /proc/$child/fd | awk '/hpmalloc-stats/{print \$9}')) ]]" "parent and child memfds differ"
+# area_line PID: the /proc/PID/maps line of the stats page hpm stat read.
+area_line() {
+    local at; at=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["hpmalloc"]["source"].split(" at 0x")[1])' "$2")
+    grep "^$at-" "/proc/$1/maps"
+}
+pl=$(area_line $pp "$tmp/p.json"); cl=$(area_line $child "$tmp/c.json")
+echo "parent area: $pl"; echo "child area:  $cl"
+check "[[ -n \"$pl\" && -n \"$cl\" ]]" "the stats area is a mapping of parent and child"
+check "[[ \"$(awk '{print $5}' <<<"$pl")\" != \"$(awk '{print $5}' <<<"$cl")\" ]]" "parent and child areas are different memory (inodes differ)"
+for p in $pp $child; do
+    check "! ls -l /proc/$p/fd | grep -q hpmalloc" "no stats descriptor in $p"
+done
 kill $pp; pp=
 
 # not an hpmalloc process

@@ -542,7 +542,7 @@ static void test_options(void)
     static const struct { hpm_option_t o; long v; } bad[] = {
         { HPM_OPT_PAGES, -1 },      { HPM_OPT_PAGES, 4 },     { HPM_OPT_SUBRELEASE, 2 },
         { HPM_OPT_SUBRELEASE, -1 }, { HPM_OPT_STATS, 2 },     { HPM_OPT_CHECK, -1 },
-        { HPM_OPT_RELEASE_DELAY_MS, -1 }, { HPM_OPT_HP_CACHE, -1 }, { HPM_OPT_CCOW, 103 },
+        { HPM_OPT_RELEASE_DELAY_MS, -1 }, { HPM_OPT_HP_CACHE, -1 }, { HPM_OPT_CCOW, 104 },
         { HPM_OPT_CCOW, -2 },       { HPM_OPT_BACKGROUND, 2 }, { HPM_OPT_COUNT, 0 },
         { (hpm_option_t)-1, 0 },    { (hpm_option_t)1000, 1 },
     };

@@ -7,8 +7,10 @@
  * the child still holds the snapshot) that pre-copied regions are private
  * and PMD-mapped (pagemap: 512 exclusive pages on one aligned frame run
  * with the THP flag in kpageflags, and AnonHugePages in smaps), and at the
- * end that every counter equals what its writer counted. Also tests the
- * pure policy functions (mode strings, threshold, throttle, adaptive T). */
+ * end that every counter equals what its writer counted. History mode:
+ * nothing at the first fork, the densely written table at the second.
+ * Also tests the pure policy functions (mode strings, threshold, throttle,
+ * adaptive T, the history rule and its table). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,6 +30,7 @@
 static uint64_t *table;
 static size_t table_words;
 static atomic_int stop_req, pause_req, paused_n;
+static long hold_ms;                   /* how long the child holds its snapshot before the checks */
 static uint32_t *counts[N_WRITERS];    /* per writer: how often it bumped each of its words */
 
 static void sleep_ms(long ms) {
@@ -124,8 +127,9 @@ static void one_period(const char *label, uint64_t want_precopy, int check_huge)
     }
     atomic_store(&pause_req, 0);
     close(go[0]);
+    if (hold_ms) sleep_ms(hold_ms);
     uint64_t got = 0;
-    for (int i = 0; i < 2000 && (got = stat_precopied() - before) < want_precopy; i++) sleep_ms(5);
+    for (int i = 0; i < 6000 && (got = stat_precopied() - before) < want_precopy; i++) sleep_ms(5);   /* up to 30 s: a loaded machine */
     CHECK(got >= want_precopy, "%s: %llu regions pre-copied, want %llu", label, (unsigned long long)got,
           (unsigned long long)want_precopy);
     if (check_huge) {
@@ -191,6 +195,30 @@ static void test_policy(void) {
     CHECK(_hpm_ccow_adapt_next(&a, 60) == 55, "late faults lower T");
     CHECK(_hpm_ccow_adapt_next(&a, 30) == 30 && _hpm_ccow_adapt_next(&(ccow_adapt_t){0, 0, 0}, 70) == 70);
     CHECK(_hpm_ccow_adapt_useful_share(&a) > 0.9);
+    /* History: first sight taken as is, then (old + 3 x new) / 4; a
+     * pre-copied region decays by an eighth; dense from 50%. */
+    CHECK(_hpm_ccow_parse_mode("history", &v) && v == CCOW_OPT_HISTORY);
+    m = (ccow_mode_t){CCOW_OPT_HISTORY, 0};
+    _hpm_ccow_mode_name(&m, 0, buf, sizeof buf);
+    CHECK(!strcmp(buf, "history"), "%s", buf);
+    CHECK(!_hpm_ccow_should_precopy(CCOW_OPT_HISTORY, 0, 500, 512), "history does not pre-copy by coverage");
+    ccow_hist_t h = {0x200000, 0, 0};
+    CHECK(_hpm_ccow_history_next(&h, 70) == 70 && !_hpm_ccow_history_dense(&h), "unobserved: not dense");
+    h.written_pct = 70; h.periods = 1;
+    CHECK(_hpm_ccow_history_dense(&h));
+    CHECK(_hpm_ccow_history_next(&h, 10) == 25, "got %u", _hpm_ccow_history_next(&h, 10));
+    CHECK(_hpm_ccow_history_next(&h, -1) == 62, "decay gives %u", _hpm_ccow_history_next(&h, -1));
+    h.written_pct = 100;
+    int periods = 0;
+    while (_hpm_ccow_history_dense(&h) && periods < 100) { h.written_pct = _hpm_ccow_history_next(&h, -1); periods++; }
+    CHECK(periods >= 4 && periods <= 8, "a pre-copied region is measured again after %d periods", periods);
+    static ccow_hist_t tab[64];
+    ccow_hist_t *e1 = _hpm_ccow_history_slot(tab, 64, 0x40000000), *e2 = _hpm_ccow_history_slot(tab, 64, 0x40200000);
+    CHECK(e1 && e2 && e1 != e2 && _hpm_ccow_history_slot(tab, 64, 0x40000000) == e1, "history slots by address");
+    size_t filled = 2, missing = 0;
+    for (uintptr_t a = 0x80000000; filled < 64; a += 0x200000, filled++) missing += !_hpm_ccow_history_slot(tab, 64, a);
+    CHECK(missing == 0, "%zu of 62 new addresses found no slot", missing);
+    CHECK(_hpm_ccow_history_slot(tab, 64, 0x1000000000) == NULL, "a full table says so");
 }
 
 int main(void) {
@@ -238,6 +266,20 @@ int main(void) {
                (unsigned long long)s.ccow_forks, (unsigned long long)s.ccow_regions_precopied,
                (unsigned long long)s.ccow_recover_us);
     }
+    /* History: the first fork only measures (the writers touch every
+     * page while the child holds its snapshot); the second pre-copies the
+     * regions written densely the first time, so all of the table. */
+    CHECK(hpm_ccow_config("history", 0) == 0);
+    _hpm_ccow_set_mech(CCOW_MECH_COLLAPSE);
+    uint64_t before = stat_precopied();
+    hold_ms = 1500;                    /* several scans (5 per second) while the child lives */
+    one_period("history/first", 0, 0);
+    hold_ms = 0;
+    CHECK(stat_precopied() == before, "history pre-copied %llu regions at its first fork",
+          (unsigned long long)(stat_precopied() - before));
+    hpm_stats_t hs;
+    for (int i = 0; i < 2000; i++, sleep_ms(5)) { hpm_stats_get(&hs); if (!hs.ccow_active) break; }
+    one_period("history/second", n_regions, 1);
     CHECK(hpm_ccow_config("bogus", 0) == -1 && hpm_ccow_config("80", -1) == -1);
     atomic_store(&stop_req, 1);
     for (int i = 0; i < N_WRITERS; i++) pthread_join(th[i], NULL);

@@ -246,13 +246,15 @@ static void test_bits(void) {
     CHECK(bad == 0, "%d mismatches", bad);
 }
 
-/* Random span traffic: every hugepage's recorded longest free run (kept
- * incrementally) matches a recount, and used pages add up. */
+/* Random span traffic: the library's checker (src/check.c) recounts every
+ * hugepage (free bits, longest run, slab pages, page map), the counts and
+ * the cache, released and filler lists, and finds them as kept. */
 static void test_random_invariants(void) {
     hpm_pageheap_t *ph = new_ph();
     static hpm_span_t *live[512];
     unsigned seed = 99;
-    int bad_longest = 0, bad_used = 0;
+    int bad = 0, checks = 0;
+    char why[HPM_WHY_BYTES] = "";
     for (int step = 0; step < 20000; step++) {
         seed = seed * 1103515245u + 12345u;
         unsigned k = (seed >> 8) % 512;
@@ -260,20 +262,50 @@ static void test_random_invariants(void) {
         size_t pages = 1 + (seed >> 20) % ((seed & 3) ? 16 : 200);
         live[k] = alloc(ph, pages, (seed & 4) ? SPAN_SLAB : SPAN_MEDIUM);
         if (step % 500 == 0) {
-            size_t used = 0;
-            for (size_t i = 0; i < ph->top_hp; i++) {
-                hpm_hp_t *hp = &ph->hps[i];
-                if (hp->state != HP_ACTIVE) continue;
-                used += hp->used_pages;
-                if (hp->longest_free_pages != _hpm_bits_longest_run(hp->free_bits, NULL)) bad_longest++;
-            }
-            if (used != ph->used_pages_total) bad_used++;
+            checks++;
+            if (!_hpm_check_pageheap(ph, why)) bad++;
+        }
+        if (step == 10000) {   /* release and subrelease in the middle of the traffic */
+            fake_now_ns += 5000ull * 1000000;
+            _hpm_ph_trim(ph, true);
+            if (!_hpm_check_pageheap(ph, why)) bad++;
         }
     }
-    CHECK(bad_longest == 0, "%d stale longest-run records", bad_longest);
-    CHECK(bad_used == 0, "%d used-page mismatches", bad_used);
+    CHECK(bad == 0, "%d of %d checks found a broken invariant, e.g. %s", bad, checks, why);
     for (int k = 0; k < 512; k++) if (live[k]) _hpm_ph_free_span(ph, live[k]);
     CHECK(ph->active_count == 0 && ph->used_pages_total == 0, "all empty after freeing everything");
+    CHECK(_hpm_check_pageheap(ph, why), "after freeing everything: %s", why);
+}
+
+/* The checker is honest: each kind of damage to a sound pageheap is
+ * reported, and undoing it makes the pageheap sound again. */
+static void test_checker_finds_damage(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *a = alloc(ph, 100, SPAN_SLAB), *b = alloc(ph, 200, SPAN_MEDIUM), *c = alloc(ph, 512, SPAN_MEDIUM);
+    CHECK(a && b && c);
+    _hpm_ph_free_span(ph, c);   /* one cached hugepage */
+    char why[HPM_WHY_BYTES];
+    CHECK(_hpm_check_pageheap(ph, why), "sound pageheap: %s", why);
+    hpm_hp_t *hp = &ph->hps[hp_index(ph, a)];
+    size_t first = (a->start - ph->base) >> HPM_PAGE_SHIFT;
+#define DAMAGE(what, field, bad_value) do { \
+        __typeof__(field) saved_ = field; \
+        field = bad_value; \
+        CHECK(!_hpm_check_pageheap(ph, why), "not found: %s", what); \
+        printf("damage %-28s -> %s\n", what, why); \
+        field = saved_; \
+    } while (0)
+    DAMAGE("longest free run", hp->longest_free_pages, hp->longest_free_pages - 1);
+    DAMAGE("used pages", hp->used_pages, hp->used_pages + 1);
+    DAMAGE("slab pages", hp->slab_pages, hp->slab_pages - 1);
+    DAMAGE("free bit of a used page", hp->free_bits[0], hp->free_bits[0] | 1);
+    DAMAGE("page map entry", ph->page_map[first + 3], NULL);
+    DAMAGE("pageheap used total", ph->used_pages_total, ph->used_pages_total + 1);
+    DAMAGE("cache count", ph->cache_count, ph->cache_count + 1);
+    DAMAGE("filler set", hp->set, SET_SLAB);    /* a and b make it a hybrid */
+    DAMAGE("state", hp->state, HP_CACHED);
+#undef DAMAGE
+    CHECK(_hpm_check_pageheap(ph, why), "sound again after the damage is undone: %s", why);
 }
 
 int main(void) {
@@ -288,5 +320,6 @@ int main(void) {
     test_large_and_slack();
     test_out_of_memory();
     test_random_invariants();
+    test_checker_finds_damage();
     return TEST_DONE();
 }

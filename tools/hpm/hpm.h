@@ -11,7 +11,8 @@ int hpm_cmd_stat(int argc, char **argv) __attribute__((weak));
 int hpm_cmd_bench(int argc, char **argv) __attribute__((weak));
 int hpm_cmd_sim(int argc, char **argv) __attribute__((weak));
 
-/* Path of build/libhpmalloc.so next to the running hpm (or HPM_LIB), or
- * NULL when it cannot be found. Returns a static buffer. */
+/* Path of the library hpm runs programs on: $HPM_LIB, else libhpmalloc.so
+ * beside the running hpm (build tree), else the one installed with it
+ * (../lib). NULL when none is found. Returns a static buffer. */
 const char *hpm_find_library(void);
 #endif

@@ -10,7 +10,8 @@ typedef struct { const char *name; int (*fn)(int, char **); const char *what; } 
 static void usage(FILE *f, const command_t *cmds, int n) {
     fprintf(f, "usage: hpm COMMAND [ARGS...]\n\ncommands:\n");
     for (int i = 0; i < n; i++) fprintf(f, "  %-6s %s\n", cmds[i].name, cmds[i].what);
-    fprintf(f, "\n'hpm COMMAND --help' describes each one.\n");
+    fprintf(f, "\n'hpm COMMAND --help' describes each one; 'hpm --version' prints the version.\n"
+               "Exit status: the command's; 2 for a usage error, 1 for a runtime error.\n");
 }
 
 int main(int argc, char **argv) {
@@ -25,10 +26,15 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout, cmds, n);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "--version")) { printf("hpm %s\n", HPM_VERSION); return 0; }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) { printf("hpm %s\n", HPM_VERSION); return 0; }
+    if (argv[1][0] == '-') {
+        fprintf(stderr, "hpm: unknown option '%s'\nTry 'hpm --help' for more information.\n", argv[1]);
+        return 2;
+    }
     for (int i = 0; i < n; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
         if (!cmds[i].fn) { fprintf(stderr, "hpm: '%s' is not built into this hpm\n", argv[1]); return 2; }
+        if (argc == 3 && !strcmp(argv[2], "--version")) { printf("hpm %s %s\n", argv[1], HPM_VERSION); return 0; }
         return cmds[i].fn(argc - 1, argv + 1);
     }
     fprintf(stderr, "hpm: unknown command '%s'\n", argv[1]);

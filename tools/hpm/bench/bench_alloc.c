@@ -8,6 +8,7 @@
  * allocator: every other allocator's variable is removed from its
  * environment before the chosen one is set. */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,18 @@ int hpm_bench_alloc_split(const char *list, char items[][HPM_BENCH_ITEM_LEN], in
     return n;
 }
 
+/* An absolute path for lib that keeps its file name as given (a link such
+ * as libhpmalloc.so stays that, rather than the file it points to). */
+static void abs_path_keep_name(const char *lib, char *out, size_t len) {
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(lib, '/'), *name = slash ? slash + 1 : lib;
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == lib) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - lib), lib);
+    int n = realpath(dir, real) ? snprintf(out, len, "%s/%s", strcmp(real, "/") ? real : "", name) : -1;
+    if (n < 0 || (size_t)n >= len) hpm_bench_copy(out, len, lib);
+}
+
 int hpm_bench_alloc_custom(const char *item, hpm_bench_alloc_t *out) {
     static char names[HPM_BENCH_MAX_ALLOCS][32], envs[HPM_BENCH_MAX_ALLOCS][256];
     static int n_custom;
@@ -153,7 +166,7 @@ int hpm_bench_alloc_custom(const char *item, hpm_bench_alloc_t *out) {
     memset(out, 0, sizeof *out);
     hpm_bench_copy(names[n_custom], sizeof names[0], buf);
     out->name = names[n_custom];
-    if (!realpath(lib, out->preload)) hpm_bench_copy(out->preload, sizeof out->preload, lib);
+    abs_path_keep_name(lib, out->preload, sizeof out->preload);
     if (setting) {
         hpm_bench_copy(envs[n_custom], sizeof envs[0], setting);
         out->env = envs[n_custom];

@@ -74,6 +74,28 @@ static void bc_not_measurable(const hpm_bench_ctx_t *ctx, const char *why, const
     ctx->progress(ctx, "color: not measurable on this machine (%s)", verdict);
 }
 
+/* Runs the three modes, interleaved (A B C A B C), under hpmalloc; ns
+ * per access of each successful run into ns[mode], counts into got. */
+static void bc_run_modes(const hpm_bench_ctx_t *ctx, const hpm_bench_alloc_t *hpm, double ns[][BC_MAX_REPS],
+                         int *got) {
+    char prog[1024], dur[32];
+    snprintf(prog, sizeof prog, "%s/color_interference", ctx->bench_dir);
+    snprintf(dur, sizeof dur, "%d", ctx->tiny ? 300 : ctx->quick ? 1500 : 4000);
+    int reps = ctx->reps < BC_MAX_REPS ? ctx->reps : BC_MAX_REPS;
+    for (int rep = 1; rep <= reps; rep++) {
+        for (int m = 0; m < BC_MODES; m++) {
+            char bench[64];
+            snprintf(bench, sizeof bench, "color-%s", bc_modes[m]);
+            char *const argv[] = {prog, "--mode", (char *)bc_modes[m], "--duration-ms", dur, NULL};
+            hpm_bench_run_t out;
+            double v;
+            if (ctx->run(ctx, "color", bench, hpm, rep, argv, NULL, 120, &out) == 0 &&
+                hpm_bench_result_num(out.result, "ns_per_access", &v) == 0)
+                ns[m][got[m]++] = v;
+        }
+    }
+}
+
 int hpm_bench_suite_color(const hpm_bench_ctx_t *ctx) {
     char verdict[64], bits[64], evidence[2048];
     if (bc_probe(ctx, verdict, bits, evidence, sizeof evidence) != 0) {
@@ -91,24 +113,9 @@ int hpm_bench_suite_color(const hpm_bench_ctx_t *ctx) {
                           verdict, bits, evidence);
         return 0;
     }
-    char prog[1024], dur[32];
-    snprintf(prog, sizeof prog, "%s/color_interference", ctx->bench_dir);
-    snprintf(dur, sizeof dur, "%d", ctx->tiny ? 300 : ctx->quick ? 1500 : 4000);
     double ns[BC_MODES][BC_MAX_REPS];
     int got[BC_MODES] = {0};
-    int reps = ctx->reps < BC_MAX_REPS ? ctx->reps : BC_MAX_REPS;
-    for (int rep = 1; rep <= reps; rep++) {
-        for (int m = 0; m < BC_MODES; m++) {   /* interleaved: A B C A B C */
-            char bench[64];
-            snprintf(bench, sizeof bench, "color-%s", bc_modes[m]);
-            char *const argv[] = {prog, "--mode", (char *)bc_modes[m], "--duration-ms", dur, NULL};
-            hpm_bench_run_t out;
-            double v;
-            if (ctx->run(ctx, "color", bench, hpm, rep, argv, NULL, 120, &out) == 0 &&
-                hpm_bench_result_num(out.result, "ns_per_access", &v) == 0)
-                ns[m][got[m]++] = v;
-        }
-    }
+    bc_run_modes(ctx, hpm, ns, got);
     double med[BC_MODES];
     for (int m = 0; m < BC_MODES; m++) med[m] = hpm_bench_median(ns[m], got[m]);
     char md[4096];

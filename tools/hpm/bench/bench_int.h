@@ -118,6 +118,16 @@ int hpm_bench_write_report(const hpm_bench_ctx_t *ctx, const char *path, const c
 /* Writes the plot data and script into ctx->out_dir and runs gnuplot.
  * Returns the number of PNGs made; note gets a line for the report. */
 int hpm_bench_write_plots(const hpm_bench_ctx_t *ctx, char *note, size_t note_len);
+/* bench_style.c: the one colour of an allocator in every plot ("#rrggbb"). */
+const char *hpm_bench_colour(const char *alloc);
+/* Allocator indexes in plot order (hpmalloc first), without the baseline
+ * when skip_baseline; returns how many. */
+int hpm_bench_plot_order(const hpm_bench_ctx_t *ctx, int skip_baseline, int *idx);
+/* A gnuplot "plot" command for a data file whose columns 2.. are the
+ * allocators in plot order: bars (lines = 0) or lines, each allocator in its
+ * colour, hpmalloc highlighted; extra goes before each "using" (e.g. "index 0"). */
+void hpm_bench_gp_columns(FILE *g, const hpm_bench_ctx_t *ctx, const char *file, int skip_baseline, int lines,
+                          const char *extra);
 /* Median of a metric over the ok runs of (bench, alloc); NaN if none.
  * n_out (may be NULL) gets the number of values, min/max (may be NULL) too. */
 double hpm_bench_cell(const hpm_bench_state_t *st, const char *bench, const char *alloc, const char *metric,

@@ -18,8 +18,10 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "args.h"
 #include "bench_int.h"
 #include "hpm.h"
+#include "hpm_proc.h"
 
 #define MAX_ARGS 48
 
@@ -44,7 +46,7 @@ static void usage(FILE *f) {
         "                   NAME=LIB.so[,VAR=VALUE] adds an allocator (e.g. a peer of\n"
         "                   ../shared/peers, or a second hpmalloc build)\n"
         "  --baseline NAME  the allocator the others are compared with (default jemalloc)\n"
-        "  --quick          3 repetitions, about 10 minutes on 2 cores (default)\n"
+        "  --quick          3 repetitions, about 12 minutes on 2 cores (default)\n"
         "  --full           7 repetitions, larger sizes, under an hour\n"
         "  --tiny           1 repetition at the smallest sizes (for tests)\n"
         "  --reps N         override the number of repetitions\n"
@@ -53,6 +55,8 @@ static void usage(FILE *f) {
         "  --selftest       check the driver's parsing and arithmetic, then exit\n"
         "  --report RUNDIR  rewrite summary.csv, plots and REPORT.md of an earlier run\n"
         "                   from its runs.csv (nothing is run; --baseline may change)\n"
+        "  --help, --version\n"
+        "  Options and suites may come in any order; -- ends the options.\n"
         "  Exit status: 0 all runs succeeded, 1 some failed (see REPORT.md), 2 usage.\n"
         "  See docs/bench.md.\n");
 }
@@ -99,46 +103,53 @@ static int want_name(opts_t *o, const char *name) {
     return hit ? 0 : -1;
 }
 
+enum { B_QUICK, B_FULL, B_TINY, B_LIST, B_SELFTEST, B_ALLOC, B_BASELINE, B_OUT, B_REPORT, B_REPS, B_N };
+static const hpm_opt_t bench_options[B_N] = {
+    [B_QUICK] = {"--quick", 0, 0}, [B_FULL] = {"--full", 0, 0},         [B_TINY] = {"--tiny", 0, 0},
+    [B_LIST] = {"--list", 0, 0},   [B_SELFTEST] = {"--selftest", 0, 0}, [B_ALLOC] = {"--alloc", 0, 1},
+    [B_BASELINE] = {"--baseline", 0, 1}, [B_OUT] = {"--out", 0, 1},     [B_REPORT] = {"--report", 0, 1},
+    [B_REPS] = {"--reps", 0, 1},
+};
+
+static int bench_option(void *ctx, int id, const char *val) {
+    opts_t *o = ctx;
+    double v;
+    switch (id) {
+    case B_QUICK: o->scale = HPM_SCALE_QUICK; return 0;
+    case B_FULL: o->scale = HPM_SCALE_FULL; return 0;
+    case B_TINY: o->scale = HPM_SCALE_TINY; return 0;
+    case B_LIST: o->list = 1; return 0;
+    case B_SELFTEST: o->selftest = 1; return 0;
+    case B_ALLOC: o->alloc_list = val; return 0;
+    case B_BASELINE: o->baseline = val; o->baseline_given = 1; return 0;
+    case B_OUT: o->out_root = val; return 0;
+    case B_REPORT: o->report_dir = val; return 0;
+    case B_REPS: if (hpm_parse_num(val, 1, 50, &v) || v != (int)v) return -1; o->reps = (int)v; return 0;
+    }
+    return -1;
+}
+
+/* -1 to go on, or the exit status (0 after --help/--version, 2 usage). */
 static int parse_opts(int argc, char **argv, opts_t *o) {
     memset(o, 0, sizeof *o);
     o->scale = HPM_SCALE_QUICK;
     o->baseline = "jemalloc";
     o->out_root = "results";
-    int named = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_val = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
-        else if (!strcmp(a, "--quick")) o->scale = HPM_SCALE_QUICK;
-        else if (!strcmp(a, "--full")) o->scale = HPM_SCALE_FULL;
-        else if (!strcmp(a, "--tiny")) o->scale = HPM_SCALE_TINY;
-        else if (!strcmp(a, "--list")) o->list = 1;
-        else if (!strcmp(a, "--selftest")) o->selftest = 1;
-        else if (!strcmp(a, "--alloc") && has_val) o->alloc_list = argv[++i];
-        else if (!strcmp(a, "--baseline") && has_val) { o->baseline = argv[++i]; o->baseline_given = 1; }
-        else if (!strcmp(a, "--out") && has_val) o->out_root = argv[++i];
-        else if (!strcmp(a, "--report") && has_val) o->report_dir = argv[++i];
-        else if (!strcmp(a, "--reps") && has_val) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 50) { fprintf(stderr, "hpm bench: --reps needs a number in 1..50\n"); return -1; }
-            o->reps = (int)v;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "hpm bench: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return -1;
-        } else {
-            if (want_name(o, a) != 0) {
-                fprintf(stderr, "hpm bench: unknown suite or case '%s' (see hpm bench --list)\n", a);
-                return -1;
-            }
-            named = 1;
+    hpm_operands_t ops;
+    int st = hpm_args_parse("hpm bench", argc, argv, bench_options, B_N, bench_option, o, usage, 0, &ops);
+    if (st >= 0) return st;
+    int named = ops.n > 0;
+    for (int i = 0; i < ops.n; i++)
+        if (want_name(o, ops.operands[i]) != 0) {
+            st = hpm_usage_error("hpm bench", usage, "unknown suite or case '%s' (see hpm bench --list)", ops.operands[i]);
+            hpm_args_free(&ops);
+            return st;
         }
-    }
+    hpm_args_free(&ops);
     if (!named)
         for (size_t s = 0; s < sizeof default_suites / sizeof default_suites[0]; s++) want_name(o, default_suites[s]);
     if (!o->reps) o->reps = o->scale == HPM_SCALE_FULL ? 7 : o->scale == HPM_SCALE_QUICK ? 3 : 1;
-    return 0;
+    return -1;
 }
 
 /* Chooses the allocators: sel[] gets the available ones selected. */
@@ -340,94 +351,114 @@ static int report_again(const opts_t *o, hpm_bench_state_t *st, const hpm_bench_
     return 0;
 }
 
-int hpm_cmd_bench(int argc, char **argv) {
-    opts_t o;
-    if (parse_opts(argc, argv, &o) != 0) return 2;
-    if (o.selftest) return hpm_bench_selftest();
-
-    static hpm_bench_state_t st;
-    static hpm_bench_alloc_t all[HPM_BENCH_MAX_ALLOCS], sel[HPM_BENCH_MAX_ALLOCS];
-    static char hpm_dir[PATH_MAX], bench_dir[PATH_MAX], out_dir[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", st.hpm_path, sizeof st.hpm_path - 1);
-    if (n <= 0) { fprintf(stderr, "hpm bench: cannot find the hpm binary\n"); return 2; }
-    st.hpm_path[n] = 0;
-    hpm_bench_copy(hpm_dir, sizeof hpm_dir, st.hpm_path);
+/* hpm's path, its folder and the benchmark programs' folder beside it. */
+static int find_dirs(hpm_bench_state_t *st, char *hpm_dir, char *bench_dir) {
+    ssize_t n = readlink("/proc/self/exe", st->hpm_path, sizeof st->hpm_path - 1);
+    if (n <= 0) { fprintf(stderr, "hpm bench: cannot find the hpm binary\n"); return -1; }
+    st->hpm_path[n] = 0;
+    hpm_bench_copy(hpm_dir, PATH_MAX, st->hpm_path);
     char *slash = strrchr(hpm_dir, '/');
     if (slash) *slash = 0;
-    if (snprintf(bench_dir, sizeof bench_dir, "%s/bench", hpm_dir) >= (int)sizeof bench_dir) {
+    if (snprintf(bench_dir, PATH_MAX, "%s/bench", hpm_dir) >= PATH_MAX) {
         fprintf(stderr, "hpm bench: path too long\n");
-        return 2;
+        return -1;
     }
-    int n_all = hpm_bench_allocs_detect(all, HPM_BENCH_MAX_ALLOCS, hpm_find_library());
-    if (o.list) { list_all(all, n_all); return 0; }
+    return 0;
+}
 
-    if (o.report_dir) {
-        hpm_bench_ctx_t rctx = {.hpm_dir = hpm_dir, .bench_dir = bench_dir, .quick = 1, .run = hpm_bench_run_child,
-                                .report_md = report_md, .progress = progress, .priv = &st};
-        fill_command(&st, argc, argv);
-        hpm_bench_perf_probe(&st);
-        return report_again(&o, &st, all, n_all, &rctx);
+/* Every selected case's program is built. */
+static int check_programs(const opts_t *o, const char *bench_dir) {
+    for (int i = 0; i < hpm_bench_n_cases; i++) {
+        char prog[PATH_MAX];
+        int len = snprintf(prog, sizeof prog, "%s/%s", bench_dir, hpm_bench_cases[i].prog);
+        if (o->want_case[i] && (len >= (int)sizeof prog || access(prog, X_OK) != 0)) {
+            fprintf(stderr, "hpm bench: %s is missing; build the benchmarks with make\n", prog);
+            return -1;
+        }
     }
-    int n_sel;
-    if (select_allocs(&o, all, n_all, sel, &n_sel) != 0) return 2;
-    for (int k = 0; k < n_sel && n_all < HPM_BENCH_MAX_ALLOCS; k++) {   /* --alloc NAME=LIB ones, for the report */
+    return 0;
+}
+
+/* Counts the runs, estimates the time and says so; notes the load. */
+static void announce(const hpm_bench_ctx_t *ctx, const opts_t *o, hpm_bench_state_t *st) {
+    int n_cases = 0;
+    for (int i = 0; i < hpm_bench_n_cases; i++) {
+        if (!o->want_case[i]) continue;
+        n_cases++;
+        st->expected_left_s += hpm_bench_cases[i].est_s[o->scale] * ctx->n_allocs * o->reps;
+    }
+    st->planned = n_cases * ctx->n_allocs * o->reps;
+    char eta[32];
+    hpm_bench_fmt_duration(st->expected_left_s, eta, sizeof eta);
+    progress(ctx, "%d cases x %d allocators x %d reps = %d runs (about %s%s), baseline %s, output %s", n_cases,
+             ctx->n_allocs, o->reps, st->planned, eta, o->want_ccow || o->want_color ? " plus suites" : "",
+             ctx->baseline, ctx->out_dir);
+    progress(ctx, "counters: %s", st->perf_note);
+    hpm_proc_text("/proc/loadavg", NULL, st->load_start, sizeof st->load_start);
+}
+
+/* Every case under every allocator, repetitions interleaved, then the
+ * suites and the outputs. Returns the exit status. */
+static int run_all(hpm_bench_ctx_t *ctx, const opts_t *o, hpm_bench_state_t *st) {
+    st->t_start_s = mono_s();
+    for (int rep = 1; rep <= o->reps; rep++)
+        for (int i = 0; i < hpm_bench_n_cases; i++)
+            if (o->want_case[i])
+                for (int a = 0; a < ctx->n_allocs; a++) run_case(ctx, &hpm_bench_cases[i], &ctx->allocs[a], rep);
+    if (o->want_ccow) run_suite(ctx, "ccow", hpm_bench_suite_ccow);
+    if (o->want_color) run_suite(ctx, "color", hpm_bench_suite_color);
+    write_outputs(ctx, o->out_root);
+    int failed = 0;
+    for (int i = 0; i < st->n_runs; i++) failed += !st->runs[i].ok;
+    char took[32];
+    hpm_bench_fmt_duration(mono_s() - st->t_start_s, took, sizeof took);
+    progress(ctx, "%d runs in %s, %d failed; report: %s/REPORT.md", st->n_runs, took, failed, ctx->out_dir);
+    return failed ? 1 : 0;
+}
+
+/* Adds the --alloc NAME=LIB allocators to the known ones, for the report. */
+static int add_custom(hpm_bench_alloc_t *all, int n_all, const hpm_bench_alloc_t *sel, int n_sel) {
+    for (int k = 0; k < n_sel && n_all < HPM_BENCH_MAX_ALLOCS; k++) {
         int known = 0;
         for (int i = 0; i < n_all; i++) known |= !strcmp(all[i].name, sel[k].name);
         if (!known) all[n_all++] = sel[k];
     }
-    const char *baseline = pick_baseline(&o, sel, n_sel);
-    if (!baseline) return 2;
-    for (int i = 0; i < hpm_bench_n_cases; i++) {
-        char prog[PATH_MAX];
-        int len = snprintf(prog, sizeof prog, "%s/%s", bench_dir, hpm_bench_cases[i].prog);
-        if (o.want_case[i] && (len >= (int)sizeof prog || access(prog, X_OK) != 0)) {
-            fprintf(stderr, "hpm bench: %s is missing; build the benchmarks with make\n", prog);
-            return 2;
-        }
-    }
-    if (make_out_dir(o.out_root, out_dir, sizeof out_dir) != 0) return 2;
+    return n_all;
+}
 
+int hpm_cmd_bench(int argc, char **argv) {
+    opts_t o;
+    int parsed = parse_opts(argc, argv, &o);
+    if (parsed >= 0) return parsed;
+    if (o.selftest) return hpm_bench_selftest();
+    static hpm_bench_state_t st;
+    static hpm_bench_alloc_t all[HPM_BENCH_MAX_ALLOCS], sel[HPM_BENCH_MAX_ALLOCS];
+    static char hpm_dir[PATH_MAX], bench_dir[PATH_MAX], out_dir[PATH_MAX];
+    if (find_dirs(&st, hpm_dir, bench_dir) != 0) return 2;
+    int n_all = hpm_bench_allocs_detect(all, HPM_BENCH_MAX_ALLOCS, hpm_find_library());
+    if (o.list) { list_all(all, n_all); return 0; }
+    hpm_bench_ctx_t ctx = {.hpm_dir = hpm_dir, .bench_dir = bench_dir, .quick = 1, .run = hpm_bench_run_child,
+                           .report_md = report_md, .progress = progress, .priv = &st};
+    if (o.report_dir) {
+        fill_command(&st, argc, argv);
+        hpm_bench_perf_probe(&st);
+        return report_again(&o, &st, all, n_all, &ctx);
+    }
+    int n_sel;
+    if (select_allocs(&o, all, n_all, sel, &n_sel) != 0) return 2;
+    n_all = add_custom(all, n_all, sel, n_sel);
+    const char *baseline = pick_baseline(&o, sel, n_sel);
+    if (!baseline || check_programs(&o, bench_dir) != 0 || make_out_dir(o.out_root, out_dir, sizeof out_dir) != 0)
+        return 2;
     st.scale = o.scale;
     st.all_allocs = all;
     st.n_all_allocs = n_all;
     st.selected = o.alloc_list;
     hpm_bench_perf_probe(&st);
     hpm_bench_catch_signals();
-    hpm_bench_ctx_t ctx = {.out_dir = out_dir, .hpm_dir = hpm_dir, .bench_dir = bench_dir,
-                           .quick = o.scale != HPM_SCALE_FULL, .tiny = o.scale == HPM_SCALE_TINY, .reps = o.reps,
-                           .baseline = baseline, .n_allocs = n_sel, .allocs = sel, .run = hpm_bench_run_child,
-                           .report_md = report_md, .progress = progress, .priv = &st};
-    int n_cases = 0;
-    for (int i = 0; i < hpm_bench_n_cases; i++) {
-        if (!o.want_case[i]) continue;
-        n_cases++;
-        st.expected_left_s += hpm_bench_cases[i].est_s[o.scale] * n_sel * o.reps;
-    }
-    st.planned = n_cases * n_sel * o.reps;
-    char eta[32];
-    hpm_bench_fmt_duration(st.expected_left_s, eta, sizeof eta);
-    progress(&ctx, "%d cases x %d allocators x %d reps = %d runs (about %s%s), baseline %s, output %s", n_cases, n_sel,
-             o.reps, st.planned, eta, o.want_ccow || o.want_color ? " plus suites" : "", baseline, out_dir);
-    progress(&ctx, "counters: %s", st.perf_note);
-    FILE *la = fopen("/proc/loadavg", "re");
-    if (la) {
-        if (!fgets(st.load_start, sizeof st.load_start, la)) st.load_start[0] = 0;
-        st.load_start[strcspn(st.load_start, "\n")] = 0;
-        fclose(la);
-    }
+    ctx.out_dir = out_dir, ctx.quick = o.scale != HPM_SCALE_FULL, ctx.tiny = o.scale == HPM_SCALE_TINY;
+    ctx.reps = o.reps, ctx.baseline = baseline, ctx.n_allocs = n_sel, ctx.allocs = sel;
+    announce(&ctx, &o, &st);
     fill_command(&st, argc, argv);
-    st.t_start_s = mono_s();
-    for (int rep = 1; rep <= o.reps; rep++)
-        for (int i = 0; i < hpm_bench_n_cases; i++)
-            if (o.want_case[i])
-                for (int a = 0; a < n_sel; a++) run_case(&ctx, &hpm_bench_cases[i], &sel[a], rep);
-    if (o.want_ccow) run_suite(&ctx, "ccow", hpm_bench_suite_ccow);
-    if (o.want_color) run_suite(&ctx, "color", hpm_bench_suite_color);
-    write_outputs(&ctx, o.out_root);
-    int failed = 0;
-    for (int i = 0; i < st.n_runs; i++) failed += !st.runs[i].ok;
-    char took[32];
-    hpm_bench_fmt_duration(mono_s() - st.t_start_s, took, sizeof took);
-    progress(&ctx, "%d runs in %s, %d failed; report: %s/REPORT.md", st.n_runs, took, failed, out_dir);
-    return failed ? 1 : 0;
+    return run_all(&ctx, &o, &st);
 }

@@ -60,6 +60,24 @@ static int fill_run(hpm_bench_run_t *r, char **f, const int *col, const int *per
     return r->rep >= 1 && r->bench[0] && r->alloc[0] ? 0 : -1;
 }
 
+/* Finds the columns by their header names; 0, or -1 (reported) when a
+ * needed one is missing. */
+static int read_header(const char *path, char **fields, int n, int *col, int *perf_col) {
+    int rc = 0;
+    for (int c = 0; c < C_N; c++) {
+        col[c] = -1;
+        for (int i = 0; i < n; i++) if (!strcmp(fields[i], col_names[c])) col[c] = i;
+    }
+    for (int k = 0; k < HPM_PERF_N; k++) {
+        perf_col[k] = -1;
+        for (int i = 0; i < n; i++) if (!strcmp(fields[i], hpm_bench_perf_names[k])) perf_col[k] = i;
+    }
+    for (int c = 0; c <= C_WALL; c++)
+        if (col[c] < 0) { fprintf(stderr, "hpm bench: %s has no column '%s'\n", path, col_names[c]); rc = -1; }
+    if (col[C_RESULT] < 0 || col[C_ERROR] < 0) { fprintf(stderr, "hpm bench: %s lacks result/error\n", path); rc = -1; }
+    return rc;
+}
+
 int hpm_bench_load_runs(const char *path, hpm_bench_state_t *st) {
     FILE *f = fopen(path, "re");
     if (!f) { fprintf(stderr, "hpm bench: cannot read %s\n", path); return -1; }
@@ -71,18 +89,7 @@ int hpm_bench_load_runs(const char *path, hpm_bench_state_t *st) {
         int n = hpm_bench_csv_split(line, fields, MAX_COLS);
         if (lineno == 1) {
             n_cols = n;
-            for (int c = 0; c < C_N; c++) {
-                col[c] = -1;
-                for (int i = 0; i < n; i++) if (!strcmp(fields[i], col_names[c])) col[c] = i;
-            }
-            for (int k = 0; k < HPM_PERF_N; k++) {
-                perf_col[k] = -1;
-                for (int i = 0; i < n; i++) if (!strcmp(fields[i], hpm_bench_perf_names[k])) perf_col[k] = i;
-            }
-            for (int c = 0; c <= C_WALL; c++)
-                if (col[c] < 0) { fprintf(stderr, "hpm bench: %s has no column '%s'\n", path, col_names[c]); rc = -1; }
-            if (col[C_RESULT] < 0 || col[C_ERROR] < 0) { fprintf(stderr, "hpm bench: %s lacks result/error\n", path); rc = -1; }
-            if (rc) break;
+            if ((rc = read_header(path, fields, n, col, perf_col)) != 0) break;
             continue;
         }
         hpm_bench_run_t r;

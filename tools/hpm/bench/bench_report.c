@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "bench_int.h"
+#include "hpm_proc.h"
 
 #define MAX_VALS 64
 #define MAX_KEYS 96
@@ -150,23 +151,6 @@ int hpm_bench_write_summary(const hpm_bench_ctx_t *ctx, const char *path) {
 
 /* ---- REPORT.md ---- */
 
-static void read_line(const char *path, const char *prefix, char *out, size_t len) {
-    out[0] = 0;
-    FILE *f = fopen(path, "re");
-    if (!f) return;
-    char line[512];
-    size_t pl = prefix ? strlen(prefix) : 0;
-    while (fgets(line, sizeof line, f)) {
-        if (prefix && strncmp(line, prefix, pl)) continue;
-        char *v = line + pl;
-        if (prefix) { v = strchr(line, ':'); v = v ? v + 1 : line + pl; }
-        while (*v == ' ' || *v == '\t') v++;
-        v[strcspn(v, "\n")] = 0;
-        hpm_bench_copy(out, len, v);
-        break;
-    }
-    fclose(f);
-}
 
 /* `hpm stat --colours --json`: the verdict and evidence, or why not. */
 static void colour_probe(const hpm_bench_state_t *st, char *out, size_t len) {
@@ -199,17 +183,19 @@ static double load_stats(const hpm_bench_state_t *st, double *min, double *max) 
     return med;
 }
 
+static void alloc_table(FILE *f, const hpm_bench_ctx_t *ctx);
+
 static void machine_section(FILE *f, const hpm_bench_ctx_t *ctx) {
     const hpm_bench_state_t *st = ctx->priv;
     char cpu[256], thp[128], defrag[128], nr_hp[64], hp_size[64], load[128], mem[64], probe[1400];
     struct utsname u;
-    read_line("/proc/cpuinfo", "model name", cpu, sizeof cpu);
-    read_line("/sys/kernel/mm/transparent_hugepage/enabled", NULL, thp, sizeof thp);
-    read_line("/sys/kernel/mm/transparent_hugepage/defrag", NULL, defrag, sizeof defrag);
-    read_line("/proc/sys/vm/nr_hugepages", NULL, nr_hp, sizeof nr_hp);
-    read_line("/proc/meminfo", "Hugepagesize", hp_size, sizeof hp_size);
-    read_line("/proc/meminfo", "MemTotal", mem, sizeof mem);
-    read_line("/proc/loadavg", NULL, load, sizeof load);
+    hpm_proc_text("/proc/cpuinfo", "model name", cpu, sizeof cpu);
+    hpm_proc_text("/sys/kernel/mm/transparent_hugepage/enabled", NULL, thp, sizeof thp);
+    hpm_proc_text("/sys/kernel/mm/transparent_hugepage/defrag", NULL, defrag, sizeof defrag);
+    hpm_proc_text("/proc/sys/vm/nr_hugepages", NULL, nr_hp, sizeof nr_hp);
+    hpm_proc_text("/proc/meminfo", "Hugepagesize", hp_size, sizeof hp_size);
+    hpm_proc_text("/proc/meminfo", "MemTotal", mem, sizeof mem);
+    hpm_proc_text("/proc/loadavg", NULL, load, sizeof load);
     colour_probe(st, probe, sizeof probe);
     fprintf(f, "## Machine\n\n");
     fprintf(f, "- CPU: %s; %ld cores online\n", cpu[0] ? cpu : "unknown", sysconf(_SC_NPROCESSORS_ONLN));
@@ -227,6 +213,12 @@ static void machine_section(FILE *f, const hpm_bench_ctx_t *ctx) {
                                                                "differences as noise)" : "");
     fprintf(f, "- Hardware counters: %s\n", st->perf_note);
     fprintf(f, "- Colour / TLB probe (`hpm stat --colours`): %s\n\n", probe);
+    alloc_table(f, ctx);
+}
+
+/* One row per allocator known: measured, baseline, not selected or skipped. */
+static void alloc_table(FILE *f, const hpm_bench_ctx_t *ctx) {
+    const hpm_bench_state_t *st = ctx->priv;
     fprintf(f, "| allocator | status | library (LD_PRELOAD) | setting | version |\n|---|---|---|---|---|\n");
     for (int i = 0; i < st->n_all_allocs; i++) {
         const hpm_bench_alloc_t *a = &st->all_allocs[i];

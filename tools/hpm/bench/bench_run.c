@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "bench_int.h"
+#include "hpm_proc.h"
 
 #define SAMPLE_MS 50
 
@@ -165,16 +166,12 @@ void hpm_bench_perf_probe(hpm_bench_state_t *st) {
 /* ---- smaps_rollup sampling ---- */
 
 static void sample_smaps(pid_t pid, hpm_bench_run_t *r) {
-    char path[64], line[256];
+    char path[64];
+    static const char *const names[] = {"Anonymous", "AnonHugePages"};
+    long kib[2];
     snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return;
-    long anon = -1, huge = -1;
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "Anonymous:", 10)) anon = strtol(line + 10, NULL, 10);
-        else if (!strncmp(line, "AnonHugePages:", 14)) huge = strtol(line + 14, NULL, 10);
-    }
-    fclose(f);
+    hpm_proc_fields_kb(path, names, kib, 2);
+    long anon = kib[0], huge = kib[1];
     if (anon <= 0 || huge < 0) return;
     if (anon > r->anon_peak_kib) r->anon_peak_kib = anon;
     if (huge > r->thp_peak_kib) r->thp_peak_kib = huge;
@@ -266,61 +263,37 @@ static void finish_status(hpm_bench_run_t *r, int status, int timed_out, double 
     if (!r->ok) snprintf(r->error, sizeof r->error, "%s: %s", why, tail[0] ? tail : "(no output)");
 }
 
-int hpm_bench_run_child(const hpm_bench_ctx_t *ctx, const char *suite, const char *bench,
-                        const hpm_bench_alloc_t *alloc, int rep, char *const argv[],
-                        const char *const env[], double timeout_s, hpm_bench_run_t *out) {
-    hpm_bench_state_t *st = ctx->priv;
-    hpm_bench_run_t r;
-    memset(&r, 0, sizeof r);
-    snprintf(r.suite, sizeof r.suite, "%s", suite);
-    snprintf(r.bench, sizeof r.bench, "%s", bench);
-    snprintf(r.alloc, sizeof r.alloc, "%s", alloc->name);
-    r.rep = rep;
-    r.thp_peak_pct = -1;
-    for (int i = 0; i < HPM_PERF_N; i++) r.perf[i] = -1;
+/* A run's row before it starts: its names, and nothing measured yet. */
+static void run_begin(hpm_bench_run_t *r, const char *suite, const char *bench, const char *alloc, int rep) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->suite, sizeof r->suite, "%s", suite);
+    snprintf(r->bench, sizeof r->bench, "%s", bench);
+    snprintf(r->alloc, sizeof r->alloc, "%s", alloc);
+    r->rep = rep;
+    r->thp_peak_pct = -1;
+    for (int i = 0; i < HPM_PERF_N; i++) r->perf[i] = -1;
+}
 
-    char log_path[1024], tail[400];
-    snprintf(log_path, sizeof log_path, "%s/logs", ctx->out_dir);
-    mkdir(log_path, 0755);
-    snprintf(log_path, sizeof log_path, "%s/logs/%s-%s-%s-%d.log", ctx->out_dir, suite, bench, alloc->name, rep);
-    int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int go[2];
-    if (log_fd < 0 || pipe2(go, O_CLOEXEC) != 0) {
-        int e = errno;
-        hpm_bench_copy(r.error, sizeof r.error, "cannot create the log file in the output folder: ");
-        hpm_bench_copy(r.error + strlen(r.error), sizeof r.error - strlen(r.error), strerror(e));
-        if (log_fd >= 0) close(log_fd);
-        record(ctx, &r);
-        if (out) *out = r;
-        return -1;
-    }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) { close(go[1]); child_exec(alloc, argv, env, log_fd, go[0]); }
-    close(go[0]);
-    close(log_fd);
-    if (pid < 0) {
-        snprintf(r.error, sizeof r.error, "fork failed: %s", strerror(errno));
-        close(go[1]);
-        record(ctx, &r);
-        if (out) *out = r;
-        return -1;
-    }
-    setpgid(pid, pid);
-    current_child = pid;
-    int pfd[HPM_PERF_N];
+/* The hardware counters on the child (-1 where not available). */
+static void open_counters(const hpm_bench_state_t *st, pid_t pid, int *pfd) {
     for (int i = 0; i < HPM_PERF_N; i++) {
         perf_spec_t s;
         pfd[i] = st->perf_ok && perf_spec(i, &s) == 0 ? perf_open(&s, pid, 1) : -1;
     }
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    double t0 = now_s();
-    if (write(go[1], "g", 1) != 1) kill(pid, SIGKILL);
-    close(go[1]);
+}
 
-    int status = 0, timed_out = 0;
-    struct rusage ru;
-    memset(&ru, 0, sizeof ru);
+/* A run that could not start: record it with its error; returns -1. */
+static int run_failed(const hpm_bench_ctx_t *ctx, hpm_bench_run_t *r, hpm_bench_run_t *out) {
+    record(ctx, r);
+    if (out) *out = *r;
+    return -1;
+}
+
+/* Waits for the child (on its pidfd, sampling smaps_rollup), killing its
+ * group after timeout_s. */
+static void watch_child(pid_t pid, int pidfd, double t0, double timeout_s, hpm_bench_run_t *r, int *status,
+                        int *timed_out, struct rusage *ru) {
+    memset(ru, 0, sizeof *ru);
     for (;;) {
         if (pidfd >= 0) {
             struct pollfd p = {.fd = pidfd, .events = POLLIN};
@@ -329,34 +302,85 @@ int hpm_bench_run_child(const hpm_bench_ctx_t *ctx, const char *suite, const cha
             struct timespec ts = {0, 5 * 1000000L};
             nanosleep(&ts, NULL);
         }
-        pid_t w = wait4(pid, &status, WNOHANG, &ru);
+        pid_t w = wait4(pid, status, WNOHANG, ru);
         if (w == pid) break;
         if (w < 0 && errno != EINTR) break;
-        sample_smaps(pid, &r);
-        if (timeout_s > 0 && now_s() - t0 > timeout_s && !timed_out) {
-            timed_out = 1;
+        sample_smaps(pid, r);
+        if (timeout_s > 0 && now_s() - t0 > timeout_s && !*timed_out) {
+            *timed_out = 1;
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
         }
     }
-    r.wall_s = now_s() - t0;
-    current_child = 0;
-    if (pidfd >= 0) close(pidfd);
+}
+
+/* Hardware counters (scaled when multiplexed), times, RSS, faults, load. */
+static void collect(hpm_bench_run_t *r, const int *pfd, const struct rusage *ru) {
     for (int i = 0; i < HPM_PERF_N; i++) {
         if (pfd[i] < 0) continue;
         uint64_t v[3];
         if (read(pfd[i], v, sizeof v) == (ssize_t)sizeof v && v[2] > 0)
-            r.perf[i] = (int64_t)(v[2] < v[1] ? (double)v[0] * (double)v[1] / (double)v[2] : (double)v[0]);
+            r->perf[i] = (int64_t)(v[2] < v[1] ? (double)v[0] * (double)v[1] / (double)v[2] : (double)v[0]);
         close(pfd[i]);
     }
-    r.user_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
-    r.sys_s = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-    r.maxrss_kib = ru.ru_maxrss;
-    r.minflt = ru.ru_minflt;
-    r.majflt = ru.ru_majflt;
-    FILE *la = fopen("/proc/loadavg", "re");
-    if (!la || fscanf(la, "%lf", &r.load1) != 1) r.load1 = -1;
-    if (la) fclose(la);
+    r->user_s = (double)ru->ru_utime.tv_sec + (double)ru->ru_utime.tv_usec / 1e6;
+    r->sys_s = (double)ru->ru_stime.tv_sec + (double)ru->ru_stime.tv_usec / 1e6;
+    r->maxrss_kib = ru->ru_maxrss;
+    r->minflt = ru->ru_minflt;
+    r->majflt = ru->ru_majflt;
+    char load[64];
+    hpm_proc_text("/proc/loadavg", NULL, load, sizeof load);
+    r->load1 = load[0] ? atof(load) : -1;
+}
+
+/* The log file of the run and the pipe that lets the child exec; 0, or -1
+ * with r->error set. */
+static int open_log(const hpm_bench_ctx_t *ctx, hpm_bench_run_t *r, char *log_path, size_t len, int *log_fd,
+                    int go[2]) {
+    snprintf(log_path, len, "%s/logs", ctx->out_dir);
+    mkdir(log_path, 0755);
+    snprintf(log_path, len, "%s/logs/%s-%s-%s-%d.log", ctx->out_dir, r->suite, r->bench, r->alloc, r->rep);
+    *log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (*log_fd >= 0 && pipe2(go, O_CLOEXEC) == 0) return 0;
+    int e = errno;
+    snprintf(r->error, sizeof r->error, "cannot create the log file in the output folder: %s", strerror(e));
+    if (*log_fd >= 0) close(*log_fd);
+    return -1;
+}
+
+int hpm_bench_run_child(const hpm_bench_ctx_t *ctx, const char *suite, const char *bench,
+                        const hpm_bench_alloc_t *alloc, int rep, char *const argv[],
+                        const char *const env[], double timeout_s, hpm_bench_run_t *out) {
+    hpm_bench_state_t *st = ctx->priv;
+    hpm_bench_run_t r;
+    run_begin(&r, suite, bench, alloc->name, rep);
+    char log_path[1024], tail[400];
+    int log_fd, go[2];
+    if (open_log(ctx, &r, log_path, sizeof log_path, &log_fd, go) != 0) return run_failed(ctx, &r, out);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) { close(go[1]); child_exec(alloc, argv, env, log_fd, go[0]); }
+    close(go[0]);
+    close(log_fd);
+    if (pid < 0) {
+        snprintf(r.error, sizeof r.error, "fork failed: %s", strerror(errno));
+        close(go[1]);
+        return run_failed(ctx, &r, out);
+    }
+    setpgid(pid, pid);
+    current_child = pid;
+    int pfd[HPM_PERF_N];
+    open_counters(st, pid, pfd);
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), status = 0, timed_out = 0;
+    double t0 = now_s();
+    if (write(go[1], "g", 1) != 1) kill(pid, SIGKILL);
+    close(go[1]);
+    struct rusage ru;
+    watch_child(pid, pidfd, t0, timeout_s, &r, &status, &timed_out, &ru);
+    r.wall_s = now_s() - t0;
+    current_child = 0;
+    if (pidfd >= 0) close(pidfd);
+    collect(&r, pfd, &ru);
     read_log(log_path, &r, tail, sizeof tail);
     finish_status(&r, status, timed_out, timeout_s, tail);
     record(ctx, &r);

@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include "hpm_proc.h"
 #include "stat.h"
 
 #ifndef MADV_COLLAPSE
@@ -187,7 +188,7 @@ static int cp_cmp(const void *a, const void *b) {
 }
 
 /* Median same-set and different-set latency over interleaved trials. */
-static void cp_measure(cp_test_t *t, char *base, const long *same, const long *diff, int trials, uint64_t *rng) {
+static void cp_run_chases(cp_test_t *t, char *base, const long *same, const long *diff, int trials, uint64_t *rng) {
     double s[128], d[128];
     if (trials > 128) trials = 128;
     for (int k = 0; k < trials; k++) {
@@ -206,7 +207,7 @@ static void cp_measure(cp_test_t *t, char *base, const long *same, const long *d
 static void cp_run(cp_test_t *t, char *base, const long *same, const long *diff, uint64_t *rng) {
     int trials = 21;
     for (int round = 0; round < 3; round++, trials *= 2) {
-        cp_measure(t, base, same, diff, trials, rng);
+        cp_run_chases(t, base, same, diff, trials, rng);
         if (t->ratio >= CP_CONFLICT || t->ratio <= CP_NONE) break;
     }
 }
@@ -279,9 +280,8 @@ static void cp_test_frames(cp_test_t *t, const cp_cache_t *c, uint64_t *rng) {
     madvise(pool, n_pages * 4096, MADV_NOHUGEPAGE);
     for (size_t i = 0; i < n_pages; i++) pool[i * 4096] = 1;
     uint64_t *pfn = calloc(n_pages, sizeof *pfn);
-    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    int ok = pfn && fd >= 0 &&
-             pread(fd, pfn, n_pages * 8, (off_t)((uintptr_t)pool / 4096 * 8)) == (ssize_t)(n_pages * 8);
+    int fd = hpm_proc_pagemap_open(0);
+    int ok = pfn && fd >= 0 && hpm_proc_pagemap_read(fd, (uintptr_t)pool, n_pages, pfn) == 0;
     if (fd >= 0) close(fd);
     long same[256], diff[256];
     int n_same = 0, n_diff = 0, per_colour[64] = {0};
@@ -311,9 +311,106 @@ static void cp_json_test(const cp_test_t *t) {
            t->ratio, t->trials, cp_class(t));
 }
 
-int hpm_colour_probe(int json) {
+typedef struct {
     cp_cache_t l1, l2, llc;
-    if (cp_geometry(&l1, &l2, &llc) == 0 || !l1.sets || !l2.sets) {
+    cp_test_t t1, t2, t3, t4;   /* L1 (sanity), L2, LLC, 4 KiB frames */
+    int n_hp;
+    long llc_way;
+    const char *verdict, *bits;
+    char bits_buf[48], evidence[1024];
+} cp_result_t;
+
+/* The verdict from the L1 sanity test and the L2 and LLC tests. */
+static void cp_verdict(cp_result_t *r) {
+    const cp_test_t *t2 = &r->t2, *t3 = &r->t3;
+    int l2c = t2->applicable && t2->ratio >= CP_CONFLICT, l2n = !t2->applicable || t2->ratio <= CP_NONE;
+    int l3c = t3->applicable && t3->ratio >= CP_CONFLICT, l3n = !t3->applicable || t3->ratio <= CP_NONE;
+    r->verdict = "inconclusive";
+    r->bits = "unknown";
+    if (!r->t1.applicable || r->t1.ratio < CP_CONFLICT) return;
+    if (l2c && l3c) {
+        r->verdict = "controllable";
+        snprintf(r->bits_buf, sizeof r->bits_buf, "12-%d", cp_log2(r->llc_way < (long)CP_HP ? r->llc_way : (long)CP_HP) - 1);
+        r->bits = r->bits_buf;
+    } else if (l2c && l3n) {
+        r->verdict = "partly controllable";
+        r->bits = t2->bits;
+    } else if (l2n && l3n) {
+        r->verdict = "not controllable";
+        r->bits = "none";
+    }
+}
+
+static const char *cp_meaning(const char *verdict) {
+    if (!strcmp(verdict, "not controllable"))
+        return "Virtual bits 12-20 do not select cache sets: the huge pages are not physically contiguous "
+               "(the host backs this guest with 4 KiB pages), so colouring by address has no effect and "
+               "huge pages here do not give full TLB reach.";
+    if (!strcmp(verdict, "controllable")) return "Huge pages are physically contiguous: colouring by page index works.";
+    if (!strcmp(verdict, "partly controllable"))
+        return "L2 sets follow the page index; no LLC conflict was seen (a hashed/sliced LLC or a smaller host page).";
+    return "The measurements do not support a verdict.";
+}
+
+static void cp_write_evidence(cp_result_t *r) {
+    const cp_test_t *t1 = &r->t1, *t2 = &r->t2, *t3 = &r->t3, *t4 = &r->t4;
+    char frames[200];
+    if (t4->applicable)
+        snprintf(frames, sizeof frames, "4 KiB frames by guest PFN colour (BPM, %s) %.2f/%.2f ns = %.2fx %s", t4->bits,
+                 t4->same_ns, t4->diff_ns, t4->ratio, cp_class(t4));
+    else
+        snprintf(frames, sizeof frames, "frame colours (BPM) not tested: needs root for PFNs");
+    snprintf(r->evidence, sizeof r->evidence,
+             "pointer chases inside %d verified 2 MiB huge pages, median of >=%d trials, same-set/diff-set latency: "
+             "L1 (bits %s, sanity) %.2f/%.2f ns = %.2fx %s; L2 (bits %s) %.2f/%.2f ns = %.2fx %s; "
+             "LLC (bits %s) %.2f/%.2f ns = %.2fx %s; %s. %s",
+             r->n_hp, t1->trials, t1->bits, t1->same_ns, t1->diff_ns, t1->ratio, cp_class(t1), t2->bits, t2->same_ns,
+             t2->diff_ns, t2->ratio, cp_class(t2), t3->bits, t3->same_ns, t3->diff_ns, t3->ratio, cp_class(t3), frames,
+             cp_meaning(r->verdict));
+}
+
+static void cp_print_json(const cp_result_t *r) {
+    printf("{\"verdict\":\"%s\",\"controllable_bits\":\"%s\",\"evidence\":\"%s\",", r->verdict, r->bits, r->evidence);
+    printf("\"geometry\":{\"l1d\":\"%ldK %ld-way %ld sets\",\"l2\":\"%ldK %ld-way %ld sets\",\"llc\":\"L%d %ldK %ld-way %ld sets\"},",
+           r->l1.size_bytes >> 10, r->l1.ways, r->l1.sets, r->l2.size_bytes >> 10, r->l2.ways, r->l2.sets, r->llc.level,
+           r->llc.size_bytes >> 10, r->llc.ways, r->llc.sets);
+    cp_json_test(&r->t1); printf(","); cp_json_test(&r->t2); printf(","); cp_json_test(&r->t3);
+    printf(",\"frame_colours\":\"%s\",", !r->t4.applicable ? "untested" : r->t4.ratio >= CP_CONFLICT ? "controllable"
+                                          : r->t4.ratio <= CP_NONE ? "not controllable" : "unclear");
+    cp_json_test(&r->t4);
+    printf("}\n");
+}
+
+static void cp_print_text(const cp_result_t *r) {
+    printf("colour probe\n  caches: L1d %ld KiB %ld-way %ld sets; L2 %ld KiB %ld-way %ld sets; L%d %ld KiB %ld-way %ld sets\n",
+           r->l1.size_bytes >> 10, r->l1.ways, r->l1.sets, r->l2.size_bytes >> 10, r->l2.ways, r->l2.sets, r->llc.level,
+           r->llc.size_bytes >> 10, r->llc.ways, r->llc.sets);
+    const cp_test_t *ts[4] = {&r->t1, &r->t2, &r->t3, &r->t4};
+    for (int i = 0; i < 4; i++)
+        printf("  %-4s %3d lines %7ld B apart (bits %-5s): same set %6.2f ns, different sets %6.2f ns, "
+               "ratio %.2f -> %s\n", ts[i]->name, ts[i]->lines, ts[i]->stride_bytes, ts[i]->bits,
+               ts[i]->same_ns, ts[i]->diff_ns, ts[i]->ratio, cp_class(ts[i]));
+    printf("  verdict: %s; physically controllable address bits: %s\n  %s\n", r->verdict, r->bits, r->evidence);
+}
+
+/* Runs the chases on n_hp huge pages (and the frame test); 0, or -1 with
+ * why filled when the huge pages cannot be had. */
+static int cp_probe_all(cp_result_t *r, char *why, size_t why_bytes) {
+    char *base = cp_map_huge(r->n_hp, why, why_bytes);
+    if (!base) return -1;
+    uint64_t rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
+    cp_test_l1(&r->t1, &r->l1, base, &rng);
+    cp_test_level(&r->t2, "L2", &r->l2, r->l1.sets * r->l1.line_bytes, base, r->n_hp, &rng);
+    if (r->llc.level > 2) cp_test_level(&r->t3, "LLC", &r->llc, r->l2.sets * r->l2.line_bytes, base, r->n_hp, &rng);
+    else r->t3.name = "LLC";
+    munmap(base, (size_t)r->n_hp * CP_HP);
+    cp_test_frames(&r->t4, &r->l2, &rng);
+    return 0;
+}
+
+int hpm_colour_probe(int json) {
+    static cp_result_t r;
+    if (cp_geometry(&r.l1, &r.l2, &r.llc) == 0 || !r.l1.sets || !r.l2.sets) {
         fprintf(stderr, "hpm stat --colours: cannot read the cache geometry from /sys/devices/system/cpu/cpu0/cache\n");
         return 1;
     }
@@ -321,83 +418,18 @@ int hpm_colour_probe(int json) {
     CPU_ZERO(&one);
     CPU_SET(sched_getcpu() < 0 ? 0 : sched_getcpu(), &one);
     sched_setaffinity(0, sizeof one, &one);
-    long llc_way = llc.sets * llc.line_bytes;
-    int n_hp = (int)(2 * llc.ways);   /* one line per huge page in the LLC test */
-    if (llc_way < (long)CP_HP) n_hp = (int)((2 * llc.ways * llc_way + CP_HP - 1) / CP_HP);
-    if (n_hp < 2) n_hp = 2;
+    r.llc_way = r.llc.sets * r.llc.line_bytes;
+    r.n_hp = (int)(2 * r.llc.ways);   /* one line per huge page in the LLC test */
+    if (r.llc_way < (long)CP_HP) r.n_hp = (int)((2 * r.llc.ways * r.llc_way + CP_HP - 1) / CP_HP);
+    if (r.n_hp < 2) r.n_hp = 2;
     char why[160];
-    char *base = cp_map_huge(n_hp, why, sizeof why);
-    if (!base) {
+    if (cp_probe_all(&r, why, sizeof why) != 0) {
         if (json) printf("{\"verdict\":\"inconclusive\",\"controllable_bits\":\"unknown\",\"evidence\":\"%s\"}\n", why);
         else printf("colour probe: inconclusive: %s\n", why);
         return 1;
     }
-    uint64_t rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
-    cp_test_t t1 = {0}, t2 = {0}, t3 = {0}, t4 = {0};
-    cp_test_l1(&t1, &l1, base, &rng);
-    cp_test_level(&t2, "L2", &l2, l1.sets * l1.line_bytes, base, n_hp, &rng);
-    if (llc.level > 2) cp_test_level(&t3, "LLC", &llc, l2.sets * l2.line_bytes, base, n_hp, &rng);
-    else t3.name = "LLC";
-    munmap(base, (size_t)n_hp * CP_HP);
-    cp_test_frames(&t4, &l2, &rng);
-
-    const char *verdict, *bits;
-    char bits_buf[48], evidence[1024];
-    int l2c = t2.applicable && t2.ratio >= CP_CONFLICT, l2n = !t2.applicable || t2.ratio <= CP_NONE;
-    int l3c = t3.applicable && t3.ratio >= CP_CONFLICT, l3n = !t3.applicable || t3.ratio <= CP_NONE;
-    if (!t1.applicable || t1.ratio < CP_CONFLICT) {
-        verdict = "inconclusive"; bits = "unknown";
-    } else if (l2c && l3c) {
-        verdict = "controllable";
-        snprintf(bits_buf, sizeof bits_buf, "12-%d", cp_log2(llc_way < (long)CP_HP ? llc_way : (long)CP_HP) - 1);
-        bits = bits_buf;
-    } else if (l2c && l3n) {
-        verdict = "partly controllable"; bits = t2.bits;
-    } else if (l2n && l3n) {
-        verdict = "not controllable"; bits = "none";
-    } else {
-        verdict = "inconclusive"; bits = "unknown";
-    }
-    char frames[200];
-    if (t4.applicable)
-        snprintf(frames, sizeof frames, "4 KiB frames by guest PFN colour (BPM, %s) %.2f/%.2f ns = %.2fx %s", t4.bits,
-                 t4.same_ns, t4.diff_ns, t4.ratio, cp_class(&t4));
-    else
-        snprintf(frames, sizeof frames, "frame colours (BPM) not tested: needs root for PFNs");
-    snprintf(evidence, sizeof evidence,
-             "pointer chases inside %d verified 2 MiB huge pages, median of >=%d trials, same-set/diff-set latency: "
-             "L1 (bits %s, sanity) %.2f/%.2f ns = %.2fx %s; L2 (bits %s) %.2f/%.2f ns = %.2fx %s; "
-             "LLC (bits %s) %.2f/%.2f ns = %.2fx %s; %s. %s",
-             n_hp, t1.trials, t1.bits, t1.same_ns, t1.diff_ns, t1.ratio, cp_class(&t1), t2.bits, t2.same_ns,
-             t2.diff_ns, t2.ratio, cp_class(&t2), t3.bits, t3.same_ns, t3.diff_ns, t3.ratio, cp_class(&t3), frames,
-             !strcmp(verdict, "not controllable")
-                 ? "Virtual bits 12-20 do not select cache sets: the huge pages are not physically contiguous "
-                   "(the host backs this guest with 4 KiB pages), so colouring by address has no effect and "
-                   "huge pages here do not give full TLB reach."
-             : !strcmp(verdict, "controllable") ? "Huge pages are physically contiguous: colouring by page index works."
-             : !strcmp(verdict, "partly controllable") ? "L2 sets follow the page index; no LLC conflict was seen "
-                                                         "(a hashed/sliced LLC or a smaller host page)."
-             : "The measurements do not support a verdict.");
-    if (json) {
-        printf("{\"verdict\":\"%s\",\"controllable_bits\":\"%s\",\"evidence\":\"%s\",", verdict, bits, evidence);
-        printf("\"geometry\":{\"l1d\":\"%ldK %ld-way %ld sets\",\"l2\":\"%ldK %ld-way %ld sets\",\"llc\":\"L%d %ldK %ld-way %ld sets\"},",
-               l1.size_bytes >> 10, l1.ways, l1.sets, l2.size_bytes >> 10, l2.ways, l2.sets, llc.level,
-               llc.size_bytes >> 10, llc.ways, llc.sets);
-        cp_json_test(&t1); printf(","); cp_json_test(&t2); printf(","); cp_json_test(&t3);
-        printf(",\"frame_colours\":\"%s\",", !t4.applicable ? "untested" : t4.ratio >= CP_CONFLICT ? "controllable"
-                                              : t4.ratio <= CP_NONE ? "not controllable" : "unclear");
-        cp_json_test(&t4);
-        printf("}\n");
-    } else {
-        printf("colour probe\n  caches: L1d %ld KiB %ld-way %ld sets; L2 %ld KiB %ld-way %ld sets; L%d %ld KiB %ld-way %ld sets\n",
-               l1.size_bytes >> 10, l1.ways, l1.sets, l2.size_bytes >> 10, l2.ways, l2.sets, llc.level,
-               llc.size_bytes >> 10, llc.ways, llc.sets);
-        const cp_test_t *ts[4] = {&t1, &t2, &t3, &t4};
-        for (int i = 0; i < 4; i++)
-            printf("  %-4s %3d lines %7ld B apart (bits %-5s): same set %6.2f ns, different sets %6.2f ns, "
-                   "ratio %.2f -> %s\n", ts[i]->name, ts[i]->lines, ts[i]->stride_bytes, ts[i]->bits,
-                   ts[i]->same_ns, ts[i]->diff_ns, ts[i]->ratio, cp_class(ts[i]));
-        printf("  verdict: %s; physically controllable address bits: %s\n  %s\n", verdict, bits, evidence);
-    }
+    cp_verdict(&r);
+    cp_write_evidence(&r);
+    if (json) cp_print_json(&r); else cp_print_text(&r);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "args.h"
 #include "hpm.h"
 #include "stat.h"
 
@@ -29,6 +30,10 @@ static void stat_usage(FILE *f) {
         "  Huge-page coverage, 2 MiB region states, hot/cold memory and (for\n"
         "  hpmalloc processes) the allocator's counters. See docs/stat.md.\n"
         "  --json          one JSON object per report\n"
+        "  --prometheus    the Prometheus text format (coverage, region states, hot/cold,\n"
+        "                  hpmalloc's counters)\n"
+        "  --textfile DIR  write it to DIR/hpm_stat_PID.prom atomically (node_exporter's\n"
+        "                  textfile collector), again every --watch S\n"
         "  --detail        JSON: every region, and file mappings too\n"
         "  --interval S    hot/cold sampling interval in seconds (default: 1, raised\n"
         "                  automatically so that sampling costs under 2%% of one core)\n"
@@ -37,7 +42,10 @@ static void stat_usage(FILE *f) {
         "  --watch S       report again every S seconds until the process exits\n"
         "  --count N       with --watch: stop after N reports\n"
         "  --top N         mappings shown with a region map (default 5)\n"
-        "  --colours       probe whether page colours control the caches here\n");
+        "  --colours       probe whether page colours control the caches here\n"
+        "  --help, --version\n"
+        "  Options and the PID may come in any order; -- ends the options.\n"
+        "  Exit status: 0 ok, 1 the process is gone or cannot be read, 2 usage.\n");
 }
 
 static double now_s(void) {
@@ -137,9 +145,18 @@ static int report_once(stat_report_t *r, const stat_opts_t *o, int quiet) {
     return st;
 }
 
-static void report_print(const stat_report_t *r, const stat_opts_t *o) {
-    if (o->json) stat_print_json(stdout, r, o); else stat_print_text(stdout, r, o);
+/* Prints the report (or writes the textfile); 0, or 1 when it cannot be written. */
+static int report_print(const stat_report_t *r, const stat_opts_t *o) {
+    if (o->textfile_dir) {
+        int err = stat_write_textfile(o->textfile_dir, r);
+        if (err) fprintf(stderr, "hpm stat: cannot write %s/hpm_stat_%d.prom: %s\n", o->textfile_dir, r->pid, strerror(-err));
+        return err ? 1 : 0;
+    }
+    if (o->prometheus) stat_print_prom(stdout, r);
+    else if (o->json) stat_print_json(stdout, r, o);
+    else stat_print_text(stdout, r, o);
     fflush(stdout);
+    return 0;
 }
 
 static int stat_pid(int pid, const stat_opts_t *o) {
@@ -154,7 +171,7 @@ static int stat_pid(int pid, const stat_opts_t *o) {
     for (int n = 0; st == REPORT_OK; n++) {
         st = report_once(&r, o, 0);
         if (st != REPORT_OK) break;
-        report_print(&r, o);
+        if (report_print(&r, o) != 0) { st = REPORT_ERROR; break; }
         if (o->watch_s <= 0 || (o->count && n + 1 >= o->count)) break;
         sleep_s(o->watch_s);
     }
@@ -204,57 +221,68 @@ static int stat_command(char **argv, const stat_opts_t *o) {
     return rc;
 }
 
-static int parse_num(const char *s, double lo, double hi, double *out) {
+enum { O_JSON, O_DETAIL, O_COLOURS, O_COLORS, O_PROM, O_TEXTFILE, O_INTERVAL, O_ROUNDS, O_SAMPLE, O_WATCH, O_COUNT,
+       O_TOP, O_N };
+static const hpm_opt_t stat_options[O_N] = {
+    [O_JSON] = {"--json", 0, 0},        [O_DETAIL] = {"--detail", 0, 0},     [O_COLOURS] = {"--colours", 0, 0},
+    [O_COLORS] = {"--colors", 0, 0},    [O_PROM] = {"--prometheus", 0, 0},   [O_TEXTFILE] = {"--textfile", 0, 1},
+    [O_INTERVAL] = {"--interval", 0, 1}, [O_ROUNDS] = {"--rounds", 0, 1},    [O_SAMPLE] = {"--sample", 0, 1},
+    [O_WATCH] = {"--watch", 0, 1},      [O_COUNT] = {"--count", 0, 1},       [O_TOP] = {"--top", 0, 1},
+};
+
+static int stat_option(void *ctx, int id, const char *val) {
+    stat_opts_t *o = ctx;
+    double v = 0;
+    switch (id) {
+    case O_JSON: o->json = 1; return 0;
+    case O_DETAIL: o->detail = 1; return 0;
+    case O_COLOURS: case O_COLORS: o->colours = 1; return 0;
+    case O_PROM: o->prometheus = 1; return 0;
+    case O_TEXTFILE: o->prometheus = 1; o->textfile_dir = val; return val[0] ? 0 : -1;
+    case O_INTERVAL: o->interval_auto = 0; return hpm_parse_num(val, 0.001, 3600, &o->interval_s);
+    case O_ROUNDS: if (hpm_parse_num(val, 0, STAT_MAX_ROUNDS, &v)) return -1; o->rounds = (int)v; return 0;
+    case O_SAMPLE: return hpm_parse_num(val, 0.01, 100, &o->sample_pct);
+    case O_WATCH: return hpm_parse_num(val, 0.001, 86400, &o->watch_s);
+    case O_COUNT: if (hpm_parse_num(val, 1, 1e9, &v)) return -1; o->count = (int)v; return 0;
+    case O_TOP: if (hpm_parse_num(val, 0, 64, &v)) return -1; o->top = (int)v; return 0;
+    }
+    return -1;
+}
+
+/* The PID operand, or -1 after a usage error. */
+static long stat_parse_pid(const hpm_operands_t *ops) {
+    if (ops->n == 0) { hpm_usage_error("hpm stat", stat_usage, "a PID (or -- CMD) is needed"); return -1; }
+    if (ops->n > 1) {
+        hpm_usage_error("hpm stat", stat_usage, "one PID expected, got %d operands", ops->n);
+        return -1;
+    }
     char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
+    long pid = strtol(ops->operands[0], &end, 10);
+    if (*end || end == ops->operands[0] || pid <= 0 || pid > 0x3fffffff) {
+        hpm_usage_error("hpm stat", stat_usage, "'%s' is not a process id (use 'hpm stat -- CMD' to run a command)",
+                        ops->operands[0]);
+        return -1;
+    }
+    return pid;
 }
 
 int hpm_cmd_stat(int argc, char **argv) {
     stat_opts_t o = {.interval_s = 1.0, .interval_auto = 1, .rounds = 5, .sample_pct = 100, .top = 5};
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        const char *a = argv[i];
-        double v = 0;
-        if (!strcmp(a, "--")) { i++; break; }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { stat_usage(stdout); return 0; }
-        if (!strcmp(a, "--json")) { o.json = 1; continue; }
-        if (!strcmp(a, "--detail")) { o.detail = 1; continue; }
-        if (!strcmp(a, "--colours") || !strcmp(a, "--colors")) { o.colours = 1; continue; }
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = val != NULL;
-        if (!strcmp(a, "--interval")) { ok = ok && !parse_num(val, 0.001, 3600, &o.interval_s); o.interval_auto = 0; }
-        else if (!strcmp(a, "--rounds")) { ok = ok && !parse_num(val, 0, STAT_MAX_ROUNDS, &v); o.rounds = (int)v; }
-        else if (!strcmp(a, "--sample")) ok = ok && !parse_num(val, 0.01, 100, &o.sample_pct);
-        else if (!strcmp(a, "--watch")) ok = ok && !parse_num(val, 0.001, 86400, &o.watch_s);
-        else if (!strcmp(a, "--count")) { ok = ok && !parse_num(val, 1, 1e9, &v); o.count = (int)v; }
-        else if (!strcmp(a, "--top")) { ok = ok && !parse_num(val, 0, 64, &v); o.top = (int)v; }
-        else {
-            fprintf(stderr, "hpm stat: unknown option '%s'\n", a);
-            stat_usage(stderr);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "hpm stat: %s needs a number in range (got '%s')\n", a, val ? val : "nothing");
-            return 2;
-        }
-        i++;
-    }
+    hpm_operands_t ops;
+    int st = hpm_args_parse("hpm stat", argc, argv, stat_options, O_N, stat_option, &o, stat_usage, 0, &ops);
+    if (st >= 0) return st;
     if (o.colours) {
+        hpm_args_free(&ops);
         if (!hpm_colour_probe) { fprintf(stderr, "hpm stat: the colour probe is not built into this hpm\n"); return 2; }
         return hpm_colour_probe(o.json);
     }
-    if (i >= argc) { stat_usage(stderr); return 2; }
-    if (i > 1 && !strcmp(argv[i - 1], "--")) return stat_command(argv + i, &o);
-    char *end;
-    long pid = strtol(argv[i], &end, 10);
-    if (*end || end == argv[i] || pid <= 0 || pid > 0x3fffffff) {
-        fprintf(stderr, "hpm stat: '%s' is not a process id (use 'hpm stat -- CMD' to run a command)\n", argv[i]);
-        return 2;
+    if (o.json + o.prometheus > 1) st = hpm_usage_error("hpm stat", stat_usage, "--json and --prometheus exclude each other");
+    else if (ops.dashdash && ops.before_dashdash == 0 && ops.n > 0) st = stat_command(ops.operands, &o);
+    else if (ops.dashdash) st = hpm_usage_error("hpm stat", stat_usage, "-- must be followed by a command, and only by it");
+    else {
+        long pid = stat_parse_pid(&ops);
+        st = pid < 0 ? 2 : stat_pid((int)pid, &o);
     }
-    if (i + 1 < argc) { fprintf(stderr, "hpm stat: unexpected argument '%s'\n", argv[i + 1]); return 2; }
-    return stat_pid((int)pid, &o);
+    hpm_args_free(&ops);
+    return st;
 }

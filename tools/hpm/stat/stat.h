@@ -98,6 +98,8 @@ typedef struct {
 
 typedef struct {
     int json, detail, colours;
+    int prometheus;          /* Prometheus text format (stat_prom.c) */
+    const char *textfile_dir; /* write DIR/hpm_stat_PID.prom atomically instead of stdout */
     double interval_s;       /* hot/cold interval */
     int interval_auto;       /* no --interval: raise it to keep the cost within budget */
     int rounds;              /* hot/cold intervals per report (0 = skip) */
@@ -127,6 +129,9 @@ int stat_read_alloc(stat_report_t *r);               /* 1 found, 0 not an hpmall
 /* stat_print.c */
 void stat_print_text(FILE *f, const stat_report_t *r, const stat_opts_t *o);
 void stat_print_json(FILE *f, const stat_report_t *r, const stat_opts_t *o);
+/* stat_prom.c */
+void stat_print_prom(FILE *f, const stat_report_t *r);
+int stat_write_textfile(const char *dir, const stat_report_t *r);   /* 0, or -errno */
 /* colour_probe.c */
 int hpm_colour_probe(int json) __attribute__((weak));   /* weak: the command builds without it */
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include "hpm_proc.h"
 #include "stat.h"
 
 void stat_note_missing(stat_report_t *r, const char *fmt, ...) {
@@ -129,16 +130,16 @@ int stat_read_maps(stat_report_t *r) {
 }
 
 int stat_read_rollup(stat_report_t *r) {
-    char path[64], line[256];
+    char path[64];
+    static const char *const names[] = {"Anonymous", "AnonHugePages"};
+    long kib[2];
     snprintf(path, sizeof path, "/proc/%d/smaps_rollup", r->pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -errno;
-    r->rollup_anon = r->rollup_thp = 0;
-    while (fgets(line, sizeof line, f)) {
-        maps_field(line, "Anonymous", &r->rollup_anon);
-        maps_field(line, "AnonHugePages", &r->rollup_thp);
-    }
-    fclose(f);
+    char probe[1];
+    long err = hpm_proc_read(path, probe, sizeof probe);
+    if (err < 0) return (int)err;
+    hpm_proc_fields_kb(path, names, kib, 2);
+    r->rollup_anon = kib[0] > 0 ? (uint64_t)kib[0] * 1024 : 0;
+    r->rollup_thp = kib[1] > 0 ? (uint64_t)kib[1] * 1024 : 0;
     return 0;
 }
 

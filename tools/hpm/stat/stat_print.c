@@ -75,10 +75,14 @@ static void print_alloc_text(FILE *f, const stat_report_t *r) {
             (unsigned long long)a->hp_released, (unsigned long long)a->hp_hybrid, (unsigned long long)a->hp_hugetlb);
     fprintf(f, "  bytes: in use %.1f MiB, mapped %.1f MiB, metadata %.1f MiB\n",
             mib(a->bytes_in_use), mib(a->bytes_mapped), mib(a->bytes_metadata));
+    fprintf(f, "  hugetlb fallbacks to THP %llu, pages subreleased %llu, large allocations %llu\n",
+            (unsigned long long)a->hp_fallback, (unsigned long long)a->pages_subreleased,
+            (unsigned long long)a->large_allocs);
     fprintf(f, "  CCoW: %s%s, forks %llu, regions pre-copied %llu (%.1f MiB), threshold %u%%\n",
             a->ccow_state[0] ? a->ccow_state : "?", a->ccow_active ? " (tracking a fork)" : "",
             (unsigned long long)a->ccow_forks, (unsigned long long)a->ccow_regions_precopied,
             mib(a->ccow_bytes_precopied), a->ccow_threshold_pct);
+    fprintf(f, "        faults avoided ~%llu\n", (unsigned long long)a->ccow_faults_avoided);
 }
 
 void stat_print_text(FILE *f, const stat_report_t *r, const stat_opts_t *o) {
@@ -180,19 +184,18 @@ static void json_alloc(FILE *f, const stat_report_t *r) {
             (unsigned long long)a->ccow_regions_precopied, (unsigned long long)a->ccow_bytes_precopied,
             a->ccow_threshold_pct, a->ccow_active);
     json_str(f, a->ccow_state);
+    fprintf(f, ",\"hp_fallback\":%llu,\"pages_subreleased\":%llu,\"large_allocs\":%llu,\"ccow_faults_avoided\":%llu,"
+               "\"ccow_recover_us\":%llu,\"arena_reserved_bytes\":%llu,\"thp_system\":",
+            (unsigned long long)a->hp_fallback, (unsigned long long)a->pages_subreleased,
+            (unsigned long long)a->large_allocs, (unsigned long long)a->ccow_faults_avoided,
+            (unsigned long long)a->ccow_recover_us, (unsigned long long)a->arena_reserved_bytes);
+    json_str(f, a->thp_system);
     fputc('}', f);
 }
 
-void stat_print_json(FILE *f, const stat_report_t *r, const stat_opts_t *o) {
+/* "regions":{...},"hot":{...} (null when not measured) */
+static void json_regions_hot(FILE *f, const stat_report_t *r) {
     const stat_region_sum_t *s = &r->rsum;
-    fprintf(f, "{\"pid\":%d,\"comm\":", r->pid);
-    json_str(f, r->comm);
-    fprintf(f, ",\"root\":%s,\"pagemap_scan\":%s,\"kpageflags\":%s,", r->is_root ? "true" : "false",
-            r->pagemap_scan ? "true" : "false", r->kpageflags ? "true" : "false");
-    fprintf(f, "\"coverage\":{\"anon_bytes\":%llu,\"thp_bytes\":%llu,\"pct\":%.3f,\"rollup_anon_bytes\":%llu,"
-               "\"rollup_thp_bytes\":%llu,\"rollup_pct\":%.3f},",
-            (unsigned long long)r->anon_bytes, (unsigned long long)r->thp_bytes, pct(r->thp_bytes, r->anon_bytes),
-            (unsigned long long)r->rollup_anon, (unsigned long long)r->rollup_thp, pct(r->rollup_thp, r->rollup_anon));
     fprintf(f, "\"regions\":{\"total\":%u,\"scanned\":%u,\"sample_pct\":%.3g,\"states\":", s->regions,
             s->regions_scanned, r->sample_pct);
     json_states(f, s->state_count);
@@ -209,6 +212,18 @@ void stat_print_json(FILE *f, const stat_report_t *r, const stat_opts_t *o) {
     } else {
         fprintf(f, "null");
     }
+}
+
+void stat_print_json(FILE *f, const stat_report_t *r, const stat_opts_t *o) {
+    fprintf(f, "{\"pid\":%d,\"comm\":", r->pid);
+    json_str(f, r->comm);
+    fprintf(f, ",\"root\":%s,\"pagemap_scan\":%s,\"kpageflags\":%s,", r->is_root ? "true" : "false",
+            r->pagemap_scan ? "true" : "false", r->kpageflags ? "true" : "false");
+    fprintf(f, "\"coverage\":{\"anon_bytes\":%llu,\"thp_bytes\":%llu,\"pct\":%.3f,\"rollup_anon_bytes\":%llu,"
+               "\"rollup_thp_bytes\":%llu,\"rollup_pct\":%.3f},",
+            (unsigned long long)r->anon_bytes, (unsigned long long)r->thp_bytes, pct(r->thp_bytes, r->anon_bytes),
+            (unsigned long long)r->rollup_anon, (unsigned long long)r->rollup_thp, pct(r->rollup_thp, r->rollup_anon));
+    json_regions_hot(f, r);
     fprintf(f, ",\"hpmalloc\":");
     if (r->has_alloc) json_alloc(f, r); else fprintf(f, "null");
     fprintf(f, ",\"missing\":[");

@@ -19,6 +19,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "hpm_proc.h"
 #include "stat.h"
 
 #define PM_PRESENT (1ull << 63)
@@ -207,9 +208,9 @@ static uint64_t rg_zero_pfn(void) {
     if (p == MAP_FAILED) return 0;
     (void)p[0];
     uint64_t e = 0;
-    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    int fd = hpm_proc_pagemap_open(0);
     if (fd >= 0) {
-        if (pread(fd, &e, 8, (off_t)((uintptr_t)p / STAT_PAGE_BYTES * 8)) != 8) e = 0;
+        if (hpm_proc_pagemap_read(fd, (uintptr_t)p, 1, &e) != 0) e = 0;
         close(fd);
     }
     munmap((void *)p, STAT_PAGE_BYTES);
@@ -243,6 +244,21 @@ static int rg_covered(const stat_report_t *r, int i, uint64_t lo, uint64_t hi) {
     return r->maps[j].end >= hi;
 }
 
+/* PAGEMAP_SCAN over the mapping: where it is PMD-mapped, and where memory
+ * is present or swapped. Turns scan_ok off where the kernel lacks it. */
+static int rg_scan_mapping(rg_ctx_t *c, const stat_mapping_t *m, uint64_t first) {
+    if (!c->scan_ok) return 0;
+    int err = rg_scan(c, m->start, m->end, RG_PAGE_IS_HUGE | RG_PAGE_IS_PRESENT, 0, &c->huge, &c->n_huge,
+                      &c->cap_huge);
+    if (!err)
+        err = rg_scan(c, first, first + (uint64_t)m->n_regions * STAT_HP_BYTES, 0,
+                      RG_PAGE_IS_PRESENT | RG_PAGE_IS_SWAPPED, &c->mem, &c->n_mem, &c->cap_mem);
+    c->mem_at = 0;
+    if (err == -ENOTTY || err == -EINVAL || err == -EOPNOTSUPP) c->scan_ok = 0;
+    else if (err) return err;
+    return 0;
+}
+
 static int rg_mapping(rg_ctx_t *c, stat_report_t *r, int mi, const stat_opts_t *o) {
     stat_mapping_t *m = &r->maps[mi];
     uint64_t first = m->start & ~(STAT_HP_BYTES - 1);
@@ -250,16 +266,8 @@ static int rg_mapping(rg_ctx_t *c, stat_report_t *r, int mi, const stat_opts_t *
     m->map = malloc(m->n_regions + 1);
     if (o->detail) m->regions = calloc(m->n_regions, sizeof *m->regions);
     if (!m->map || (o->detail && !m->regions)) return -ENOMEM;
-    if (c->scan_ok) {
-        int err = rg_scan(c, m->start, m->end, RG_PAGE_IS_HUGE | RG_PAGE_IS_PRESENT, 0, &c->huge, &c->n_huge,
-                          &c->cap_huge);
-        if (!err)
-            err = rg_scan(c, first, first + (uint64_t)m->n_regions * STAT_HP_BYTES, 0,
-                          RG_PAGE_IS_PRESENT | RG_PAGE_IS_SWAPPED, &c->mem, &c->n_mem, &c->cap_mem);
-        c->mem_at = 0;
-        if (err == -ENOTTY || err == -EINVAL || err == -EOPNOTSUPP) c->scan_ok = 0;
-        else if (err) return err;
-    }
+    int err = rg_scan_mapping(c, m, first);
+    if (err) return err;
     for (uint32_t i = 0; i < m->n_regions; i++) {
         uint64_t hp = first + (uint64_t)i * STAT_HP_BYTES;
         uint64_t lo = hp < m->start ? m->start : hp;
@@ -277,8 +285,7 @@ static int rg_mapping(rg_ctx_t *c, stat_report_t *r, int mi, const stat_opts_t *
             continue;
         }
         stat_region_t g;
-        int err = rg_region(c, hp, lo, hi, &g);
-        if (err) return err;
+        if ((err = rg_region(c, hp, lo, hi, &g)) != 0) return err;
         rg_add(counted ? NULL : &r->rsum, m, &g);
         m->map[i] = stat_state_char[g.state];
         if (m->regions) m->regions[i] = g;
@@ -288,11 +295,9 @@ static int rg_mapping(rg_ctx_t *c, stat_report_t *r, int mi, const stat_opts_t *
 }
 
 int stat_scan_regions(stat_report_t *r, const stat_opts_t *o) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/pagemap", r->pid);
-    rg_ctx_t c = {.pm_fd = open(path, O_RDONLY | O_CLOEXEC), .kpf_fd = -1, .scan_ok = 1,
+    rg_ctx_t c = {.pm_fd = hpm_proc_pagemap_open(r->pid), .kpf_fd = -1, .scan_ok = 1,
                   .rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)r->pid};
-    if (c.pm_fd < 0) return -errno;
+    if (c.pm_fd < 0) return c.pm_fd;
     memset(&r->rsum, 0, sizeof r->rsum);
     if (r->is_root) {
         c.kpf_fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);

@@ -1,0 +1,84 @@
+/* control.c: the public API that controls and observes the allocator:
+ * options (hpm_option_get/set: a change reaches the pageheap through one
+ * call, hpm_options_apply) and counters (hpm_stats_get/print, and the
+ * HPM_STATS=1 report at exit). It sits at the top with alloc.c: it may
+ * start the allocator (hpm_ensure_init) and calls only layers below. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "internal.h"
+
+HPM_API long hpm_option_get(hpm_option_t opt) {
+    if ((unsigned)opt >= HPM_OPT_COUNT) { errno = EINVAL; return -1; }
+    hpm_ensure_init();
+    return _hpm_option(opt);
+}
+
+HPM_API int hpm_option_set(hpm_option_t opt, long value) {
+    if (!_hpm_option_valid(opt, value)) { errno = EINVAL; return -1; }
+    hpm_ensure_init();
+    int err = _hpm_option_store(opt, value);
+    if (err) { errno = err; return -1; }
+    hpm_options_apply(&_hpm_ph);
+    return 0;
+}
+
+static uint64_t smaps_field_kb(const char *text, const char *name) {
+    const char *p = strstr(text, name);
+    if (!p) return 0;
+    p += strlen(name);
+    while (*p == ' ' || *p == ':' || *p == '\t') p++;
+    uint64_t v = 0;
+    while (*p >= '0' && *p <= '9') v = v * 10 + (uint64_t)(*p++ - '0');
+    return v;
+}
+
+HPM_API void hpm_stats_get(hpm_stats_t *out) {
+    hpm_ensure_init();
+    _hpm_stats_refresh();
+    char buf[2048];
+    if (_hpm_os->read_file("/proc/self/smaps_rollup", buf, sizeof buf) > 0) {
+        __atomic_store_n(&_hpm_stats->thp_anon_bytes, smaps_field_kb(buf, "\nAnonHugePages") * 1024, __ATOMIC_RELAXED);
+        __atomic_store_n(&_hpm_stats->anon_bytes, smaps_field_kb(buf, "\nAnonymous") * 1024, __ATOMIC_RELAXED);
+    }
+    _hpm_copy_words_relaxed(out, _hpm_stats, sizeof *out);
+}
+
+static void print_to_stderr(const char *line, void *arg) {
+    (void)arg;
+    _hpm_os->write_err(line, strlen(line));
+}
+
+HPM_API void hpm_stats_print(hpm_output_fn *out, void *arg) {
+    if (!out) out = print_to_stderr;
+    hpm_stats_t s;
+    hpm_stats_get(&s);
+    char line[256];
+    double cov = s.anon_bytes ? 100.0 * (double)s.thp_anon_bytes / (double)s.anon_bytes : 0.0;
+#define LINE(...) do { snprintf(line, sizeof line, __VA_ARGS__); out(line, arg); } while (0)
+    LINE("hpmalloc: stats for pid %d (hpmalloc %s)\n", (int)getpid(), HPM_VERSION);
+    LINE("hpmalloc:   pages %s, system THP %s\n", s.page_mode, s.thp_system);
+    LINE("hpmalloc:   bytes in use         %12llu\n", (unsigned long long)s.bytes_in_use);
+    LINE("hpmalloc:   bytes mapped (arena) %12llu\n", (unsigned long long)s.bytes_mapped);
+    LINE("hpmalloc:   bytes metadata       %12llu\n", (unsigned long long)s.bytes_metadata);
+    LINE("hpmalloc:   hugepages backed     %12llu (in use %llu, cached %llu)\n", (unsigned long long)s.hp_backed,
+         (unsigned long long)s.hp_in_use, (unsigned long long)s.hp_cached);
+    LINE("hpmalloc:   hugepages released   %12llu\n", (unsigned long long)s.hp_released);
+    LINE("hpmalloc:   hybrid hugepages     %12llu\n", (unsigned long long)s.hp_hybrid);
+    LINE("hpmalloc:   hugetlb hugepages    %12llu (fallbacks to THP %llu)\n", (unsigned long long)s.hp_hugetlb,
+         (unsigned long long)s.hp_fallback);
+    LINE("hpmalloc:   pages subreleased    %12llu\n", (unsigned long long)s.pages_subreleased);
+    LINE("hpmalloc:   large allocations    %12llu\n", (unsigned long long)s.large_allocs);
+    LINE("hpmalloc:   THP coverage         %11.1f%% (AnonHugePages %llu KiB of Anonymous %llu KiB)\n", cov,
+         (unsigned long long)(s.thp_anon_bytes >> 10), (unsigned long long)(s.anon_bytes >> 10));
+    LINE("hpmalloc:   ccow                 %s; forks %llu, regions pre-copied %llu, bytes %llu, faults avoided ~%llu\n",
+         s.ccow_state[0] ? s.ccow_state : "off", (unsigned long long)s.ccow_forks,
+         (unsigned long long)s.ccow_regions_precopied, (unsigned long long)s.ccow_bytes_precopied,
+         (unsigned long long)s.ccow_faults_avoided);
+#undef LINE
+}
+
+__attribute__((destructor)) static void stats_at_exit(void) {
+    if (atomic_load(&_hpm_ready) == 2 && _hpm_option(HPM_OPT_STATS)) hpm_stats_print(NULL, NULL);
+}

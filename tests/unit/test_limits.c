@@ -1,0 +1,199 @@
+/* test_limits.c: the heap under address-space and commit limits (issue 13,
+ * items 2 and 3). Each case runs in a child that re-executes this program,
+ * so that the allocator starts under the limit being tested:
+ *   overcommit  malloc(100 GiB) on a machine the kernel would refuse it on
+ *               gives NULL and ENOMEM, and the heap keeps working;
+ *   as1g        under RLIMIT_AS of 1 GiB: allocate until NULL, free, and
+ *               allocate again (as much again), small blocks too;
+ *   late        a limit set after start is honoured when the heap grows;
+ *   many        300 blocks of 1 GiB, one byte touched in each (more than
+ *               the first reservation), then all freed.
+ * Nothing here touches more than a few hundred MiB. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "testhelper.h"
+
+#define MIB ((size_t)1 << 20)
+#define GIB ((size_t)1 << 30)
+
+static int child_overcommit(void) {
+    size_t huge = 100 * GIB;
+    void *probe = mmap(NULL, huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe != MAP_FAILED) {
+        munmap(probe, huge);
+        printf("note: the kernel accepts a 100 GiB private mapping here (overcommit policy): skipped\n");
+        CHECK(1);
+        return TEST_DONE();
+    }
+    void *small = malloc(100);
+    CHECK(small != NULL);
+    errno = 0;
+    void *p = malloc(huge);
+    CHECK(p == NULL && errno == ENOMEM, "malloc(100 GiB) = %p errno %d", p, errno);
+    errno = 0;
+    void *c = calloc(1, huge);
+    CHECK(c == NULL && errno == ENOMEM, "calloc(100 GiB) = %p errno %d", c, errno);
+    errno = 0;
+    void *a = aligned_alloc(GIB, huge);
+    CHECK(a == NULL && errno == ENOMEM, "aligned_alloc(1 GiB, 100 GiB) = %p errno %d", a, errno);
+    /* the heap still works, large and small, and has no hole */
+    for (int i = 0; i < 3; i++) {
+        char *b = malloc(GIB);
+        CHECK(b != NULL, "1 GiB after the refusal");
+        if (b) { b[0] = 1; b[GIB - 1] = 2; free(b); }
+    }
+    char *s = malloc(5000);
+    CHECK(s != NULL);
+    if (s) memset(s, 3, 5000);
+    free(s);
+    free(small);
+    return TEST_DONE();
+}
+
+/* Allocates blocks of block_bytes (written at both ends) until NULL or
+ * cap_bytes; returns the count and leaves the pointers in v. */
+static size_t fill(void **v, size_t max, size_t block_bytes, size_t cap_bytes, int *bad_errno) {
+    size_t n = 0;
+    while (n < max && n * block_bytes < cap_bytes) {
+        errno = 0;
+        char *p = malloc(block_bytes);
+        if (!p) { if (errno != ENOMEM) *bad_errno = errno; break; }
+        p[0] = (char)n;
+        p[block_bytes - 1] = (char)n;
+        v[n++] = p;
+    }
+    return n;
+}
+
+static void empty(void **v, size_t n, size_t block_bytes, int *corrupt) {
+    for (size_t i = 0; i < n; i++) {
+        char *p = v[i];
+        if (p[0] != (char)i || p[block_bytes - 1] != (char)i) (*corrupt)++;
+        free(p);
+    }
+}
+
+static int child_as(void) {
+    static void *v[1 << 18];
+    int bad_errno = 0, corrupt = 0;
+    void *first = malloc(64);
+    CHECK(first != NULL, "a first malloc under RLIMIT_AS 1 GiB");
+    size_t n1 = fill(v, 1 << 18, MIB, 2 * GIB, &bad_errno);
+    CHECK(n1 >= 400, "1 MiB blocks under a 1 GiB limit: %zu", n1);
+    CHECK(n1 < 1024, "the limit holds: %zu MiB", n1);
+    printf("under RLIMIT_AS 1 GiB: %zu blocks of 1 MiB\n", n1);
+    CHECK(bad_errno == 0, "errno on failure %d", bad_errno);
+    empty(v, n1, MIB, &corrupt);
+    size_t n2 = fill(v, 1 << 18, MIB, 2 * GIB, &bad_errno);
+    CHECK(n2 + 16 >= n1, "after freeing, as much again: %zu then %zu", n1, n2);
+    empty(v, n2, MIB, &corrupt);
+    size_t n3 = fill(v, 1 << 18, 3000, 2 * GIB, &bad_errno);
+    CHECK(n3 * 3000 >= 200 * MIB, "small blocks: %zu MiB", n3 * 3000 / MIB);
+    empty(v, n3, 3000, &corrupt);
+    size_t n4 = fill(v, 1 << 18, 8 * MIB, 2 * GIB, &bad_errno);
+    CHECK(n4 * 8 + 64 >= n1, "large blocks after small ones: %zu MiB", n4 * 8);
+    empty(v, n4, 8 * MIB, &corrupt);
+    CHECK(corrupt == 0, "%d blocks lost their contents", corrupt);
+    free(first);
+    return TEST_DONE();
+}
+
+static long vm_kb(void) { return th_field_kb("/proc/self/status", "VmSize"); }
+
+static int child_late(void) {
+    static void *v[1 << 16];
+    int bad_errno = 0, corrupt = 0;
+    void *first = malloc(64);
+    CHECK(first != NULL);
+    size_t n0 = fill(v, 1 << 16, MIB, 8 * MIB, &bad_errno);
+    empty(v, n0, MIB, &corrupt);
+    /* a limit of 2 GiB, set after start: VmSize (the heap's reservations
+     * included) may be far above it, which setrlimit accepts */
+    struct rlimit rl;
+    getrlimit(RLIMIT_AS, &rl);
+    rl.rlim_cur = 2 * GIB;
+    CHECK(setrlimit(RLIMIT_AS, &rl) == 0);
+    size_t n = fill(v, 1 << 16, MIB, 3 * GIB, &bad_errno);   /* capped: each block touches a hugepage */
+    CHECK(n < 2048, "a limit set after start holds: %zu MiB allocated under a 2 GiB limit", n);
+    CHECK(n >= 256, "but the heap still grows: %zu MiB", n);
+    CHECK(bad_errno == 0, "errno %d", bad_errno);
+    long vm = vm_kb();
+    CHECK(vm > 0 && (size_t)vm * 1024 <= 2 * GIB, "the process is inside its limit again: VmSize %ld MiB", vm / 1024);
+    empty(v, n, MIB, &corrupt);
+    size_t n2 = fill(v, 1 << 16, MIB, 3 * GIB, &bad_errno);
+    CHECK(n2 + 16 >= n, "after freeing, as much again: %zu then %zu", n, n2);
+    empty(v, n2, MIB, &corrupt);
+    CHECK(corrupt == 0);
+    free(first);
+    return TEST_DONE();
+}
+
+static int child_many(void) {
+    enum { N = 300 };
+    static char *v[N];
+    size_t n = 0;
+    while (n < N) {
+        char *p = malloc(GIB);
+        if (!p) break;
+        p[(n * 4096) % GIB] = (char)(n + 1);
+        v[n++] = p;
+    }
+    CHECK(n == N, "%zu of %d blocks of 1 GiB", n, N);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i][(i * 4096) % GIB] != (char)(i + 1)) bad++;
+        free(v[i]);
+    }
+    CHECK(bad == 0, "%d blocks lost their byte", bad);
+    char *again = malloc(GIB);
+    CHECK(again != NULL);
+    free(again);
+    return TEST_DONE();
+}
+
+static const char *self;
+
+/* Runs one case in a re-executed child, under an address-space limit when as_bytes > 0. */
+static void run_case(const char *name, size_t as_bytes) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (as_bytes) {
+            struct rlimit rl = {as_bytes, as_bytes};
+            if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(99);
+        }
+        execl(self, self, name, (char *)NULL);
+        _exit(98);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "case %s: status %#x", name, status);
+    printf("case %s: %s\n", name, WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "ok" : "FAILED");
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        setvbuf(stdout, NULL, _IONBF, 0);
+        if (!strcmp(argv[1], "overcommit")) return child_overcommit();
+        if (!strcmp(argv[1], "as1g")) return child_as();
+        if (!strcmp(argv[1], "late")) return child_late();
+        if (!strcmp(argv[1], "many")) return child_many();
+        return 2;
+    }
+    self = "/proc/self/exe";
+    static char path[4096];
+    ssize_t len = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (len > 0) { path[len] = 0; self = path; }
+    run_case("overcommit", 0);
+    run_case("as1g", GIB);
+    run_case("late", 0);
+    run_case("many", 0);
+    return TEST_DONE();
+}
