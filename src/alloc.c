@@ -109,13 +109,14 @@ static __attribute__((noinline, cold, noreturn)) void free_bad_block(hpm_span_t 
     uintptr_t off = (uintptr_t)p - s->start;
     uint32_t idx = (uint32_t)((off * s->recip) >> 32);
     if ((uintptr_t)idx * s->block_bytes != off) _hpm_fatal(fn, p, "interior pointer (not the start of a block)");
+    if (idx >= hpm_slab_fresh(s)) bad_pointer(fn, p);   /* a block never handed out */
     _hpm_fatal(fn, p, "double free (block is already free)");
 }
 
 static inline bool block_ok(const hpm_span_t *s, void **b) {
     uintptr_t off = (uintptr_t)b - s->start;
     uint32_t idx = (uint32_t)((off * s->recip) >> 32);
-    return (uintptr_t)idx * s->block_bytes == off && (uint64_t)b[1] != hpm_cookie(b);
+    return (uintptr_t)idx * s->block_bytes == off && idx < hpm_slab_fresh(s) && (uint64_t)b[1] != hpm_cookie(b);
 }
 
 /* Everything but a local free into a slab: spans, other threads' and
@@ -183,7 +184,7 @@ HPM_API bool hpm_range(const void *p, void **base, size_t *size) {
         uintptr_t off = (uintptr_t)p - s->start;
         uint32_t idx = (uint32_t)((off * s->recip) >> 32);
         if ((uintptr_t)idx * s->block_bytes > off) idx--;
-        if (idx >= s->capacity) return false;
+        if (idx >= hpm_slab_fresh(s)) return false;   /* past the end, or never handed out */
         void **b = (void **)(s->start + (uintptr_t)idx * s->block_bytes);
         if ((s->held_pages_mask >> (((uintptr_t)b - s->start) >> HPM_PAGE_SHIFT)) & 1) return false;
         if ((uint64_t)b[1] == hpm_cookie(b)) return false;

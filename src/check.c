@@ -228,9 +228,10 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
             return bad(why, "slab %p: free block %p lies on a given-back page", (void *)s->start, (void *)b);
         if ((uint64_t)b[1] != hpm_cookie(b)) return bad(why, "slab %p: free block %p lost its cookie", (void *)s->start, (void *)b);
     }
-    if ((uint64_t)s->used + n_free + s->held_blocks != s->capacity)
-        return bad(why, "slab %p (%u pages of %u-byte blocks, given-back pages 0x%x): %u used + %u free + %u held != capacity %u",
-                   (void *)s->start, s->n_pages, s->block_bytes, s->held_pages_mask, s->used, n_free, s->held_blocks, s->capacity);
+    if (s->fresh > s->capacity) return bad(why, "slab %p: %u blocks formatted of %u", (void *)s->start, s->fresh, s->capacity);
+    if ((uint64_t)s->used + n_free + s->held_blocks != s->fresh)   /* blocks past fresh were never used */
+        return bad(why, "slab %p (%u pages of %u-byte blocks, given-back pages 0x%x): %u used + %u free + %u held != formatted %u",
+                   (void *)s->start, s->n_pages, s->block_bytes, s->held_pages_mask, s->used, n_free, s->held_blocks, s->fresh);
     if (!s->held_pages_mask && s->held_blocks) return bad(why, "slab %p: %u held blocks and no held page", (void *)s->start, s->held_blocks);
     return true;
 }

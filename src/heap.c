@@ -110,6 +110,7 @@ static void heap_release_kept(hpm_heap_t *h) {
  * by subrelease). True when it has a free block. */
 static bool slab_gather(hpm_span_t *s) {
     if (!s->free) _hpm_slab_refill(s);
+    if (!s->free) _hpm_slab_extend(s);
     return s->free != NULL;
 }
 
@@ -379,7 +380,7 @@ static void heap_repair(hpm_heap_t *h) {
             for (hpm_span_t *s = lists[l]; s; s = l == 0 ? NULL : s->next) {
                 uint32_t n = 0;
                 for (void **b = s->free; b && n <= s->capacity; b = b[0]) n++;
-                s->used = s->capacity - n - s->held_blocks;
+                s->used = s->fresh - n - s->held_blocks;
             }
         }
     }

@@ -108,6 +108,7 @@ struct hpm_span_s {
     uint32_t n_pages;
     uint32_t held_blocks;           /* free blocks kept off the free list: their pages were given back */
     uint32_t held_pages_mask;       /* slab pages given back while the slab lives (slab.c) */
+    uint32_t fresh;                 /* slab blocks [0, fresh) have been formatted; the rest never used (slab.c) */
     hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
 };
 
@@ -341,6 +342,10 @@ static inline void hpm_used_add(hpm_heap_t *h, int64_t delta) {
     __atomic_store_n(&h->used_bytes, __atomic_load_n(&h->used_bytes, __ATOMIC_RELAXED) + delta, __ATOMIC_RELAXED);
 }
 
+/* Formatted blocks of a slab: grows while the slab lives (owner only);
+ * other threads read it for blocks they hold, which are below it. */
+static inline uint32_t hpm_slab_fresh(const hpm_span_t *s) { return __atomic_load_n(&s->fresh, __ATOMIC_RELAXED); }
+
 /* A checked block back onto a slab h owns. */
 static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
     b[0] = s->free;
@@ -366,6 +371,9 @@ HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
 
 /* slab.c */
 HPM_INTERNAL void _hpm_slab_format(hpm_span_t *s, unsigned cls);
+/* Formats the next page's worth of never-used blocks onto the free list;
+ * false when there is none. Owner only. */
+HPM_INTERNAL bool _hpm_slab_extend(hpm_span_t *s);
 /* Gives back the slab's pages that hold only free blocks (subrelease
  * inside a live slab); returns the pages released. Owner only. */
 HPM_INTERNAL size_t _hpm_slab_shed(hpm_span_t *s);

@@ -9,8 +9,10 @@
  * Under subrelease, pages that hold only free blocks may be given back
  * while the slab lives (_hpm_slab_shed); their blocks leave the free list
  * ("held") until the free list runs dry and _hpm_slab_refill re-links them.
- * Invariant: used = capacity - (blocks on free) - held_blocks, where
- * blocks on their way from other threads still count as used. */
+ * Blocks are formatted lazily, a page's worth at a time (_hpm_slab_extend):
+ * blocks at or after `fresh` were never handed out and hold nothing.
+ * Invariant: used = fresh - (blocks on free) - held_blocks, where blocks on
+ * their way from other threads still count as used. */
 #include "internal.h"
 
 uint64_t _hpm_cookie_secret = 0x9e3779b97f4a7c15ull;
@@ -24,15 +26,30 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->used = 0;
     s->held_blocks = 0;
     s->held_pages_mask = 0;
+    __atomic_store_n(&s->fresh, 0, __ATOMIC_RELAXED);
+    s->free = NULL;
+    _hpm_slab_extend(s);
+}
+
+/* Blocks are formatted a page at a time as the slab fills, so a slab that
+ * is used a little costs only the pages it used (no 64 KiB touched at
+ * once: small programs, issue 11 item 6). */
+bool _hpm_slab_extend(hpm_span_t *s) {
+    if (s->fresh >= s->capacity) return false;
+    uint32_t n = (uint32_t)(HPM_PAGE_BYTES / s->block_bytes);
+    if (n == 0) n = 1;
+    if (n > s->capacity - s->fresh) n = s->capacity - s->fresh;
     char *base = (char *)s->start;
-    void **prev = NULL;
-    for (uint32_t i = s->capacity; i-- > 0; ) {   /* build so the list runs in address order */
-        void **b = (void **)(base + (size_t)i * k->block_bytes);
-        b[0] = prev;
+    void **list = s->free;
+    for (uint32_t i = s->fresh + n; i-- > s->fresh; ) {   /* so the list runs in address order */
+        void **b = (void **)(base + (size_t)i * s->block_bytes);
+        b[0] = list;
         b[1] = (void *)hpm_cookie(b);
-        prev = b;
+        list = b;
     }
-    s->free = prev;
+    s->free = list;
+    __atomic_store_n(&s->fresh, s->fresh + n, __ATOMIC_RELAXED);
+    return true;
 }
 
 size_t _hpm_slab_held_pages;
@@ -61,7 +78,7 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
         is_free[i >> 6] |= 1ull << (i & 63);
     }
     uint32_t busy = 0;   /* pages touched by a live or held block */
-    for (uint32_t i = 0; i < s->capacity; i++)
+    for (uint32_t i = 0; i < s->fresh; i++)   /* never-used blocks are not busy */
         if (!((is_free[i >> 6] >> (i & 63)) & 1)) busy |= block_pages(s, i);
     uint32_t all = s->n_pages >= 32 ? ~0u : (1u << s->n_pages) - 1;
     uint32_t shed = all & ~busy & ~s->held_pages_mask;
@@ -92,7 +109,7 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
     /* every block that touched a candidate page was free: those that touch
      * a released page are held, the others go back on the free list */
     uint32_t held = 0;
-    for (uint32_t i = s->capacity; i-- > 0; ) {
+    for (uint32_t i = s->fresh; i-- > 0; ) {
         uint32_t bp = block_pages(s, i);
         if (bp & shed) { held++; continue; }
         if (!(bp & failed)) continue;
@@ -110,7 +127,7 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
 void _hpm_slab_refill(hpm_span_t *s) {
     if (!s->held_pages_mask) return;
     void **list = s->free;
-    for (uint32_t i = s->capacity; i-- > 0; ) {
+    for (uint32_t i = s->fresh; i-- > 0; ) {
         if (!(block_pages(s, i) & s->held_pages_mask)) continue;
         void **b = (void **)(s->start + (uintptr_t)i * s->block_bytes);
         b[0] = list;
