@@ -120,6 +120,14 @@ test:
 	$(MAKE) tests
 	tests/run.sh
 
+# Every test, as CI runs it: `make test` with warnings as errors, the clang
+# build with warnings as errors, then the debug, TSan, ASan+UBSan and fuzz
+# runs (tests/sanitize.sh). About 10 minutes on 2 cores.
+check:
+	$(MAKE) test WERROR=1
+	$(MAKE) -j2 WERROR=1 CC=clang B=build-clang all
+	WERROR=1 tests/sanitize.sh debug tsan asan fuzz
+
 bench:
 	tools/install-deps.sh bench
 	$(MAKE) all
@@ -168,7 +176,7 @@ uninstall:
 	    $(DESTDIR)$(MANDIR)/man1/hpm.1 $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS)))
 	-rmdir $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
 
-.PHONY: all lib tests test bench clean install uninstall
+.PHONY: all lib tests test check bench clean install uninstall
 
 # ---- the debug tier and the sanitizer builds (docs/tests.md) ----
 # make debug: HPM_DEBUG=3 (every assert, the lock order and the expensive
