@@ -50,7 +50,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     hpm_span_t *s = align_bytes <= HPM_PAGE_BYTES ? _hpm_spancache_get(h, pages) : NULL;
     if (s) {
         hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
-        if (zero) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
+        if (zero && !s->clean) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
         return (void *)s->start;
     }
     pthread_mutex_lock(&_hpm_ph.lock);
@@ -292,6 +292,7 @@ HPM_API int malloc_trim(size_t pad) {
     bool sub = _hpm_ph.subrelease;
     _hpm_heaps_reclaim_abandoned(sub);
     _hpm_heap_release_empty(sub);
+    _hpm_transfer_release(false);
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, sub);
     pthread_mutex_unlock(&_hpm_ph.lock);
@@ -303,6 +304,7 @@ HPM_API size_t hpm_trim(void) {
     hpm_ensure_init();
     _hpm_heaps_reclaim_abandoned(true);
     _hpm_heap_release_empty(true);
+    _hpm_transfer_release(false);
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, true);
     pthread_mutex_unlock(&_hpm_ph.lock);

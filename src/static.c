@@ -22,6 +22,7 @@
 #include "spancache.c"
 #include "check.c"
 #include "remote.c"
+#include "transfer.c"
 #include "heap.c"
 #include "alloc.c"
 #include "control.c"
