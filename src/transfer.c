@@ -26,7 +26,7 @@ typedef struct {
 static central_t central[HPM_MEDIUM_CLASSES] = {[0 ... HPM_MEDIUM_CLASSES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static size_t central_bytes;    /* atomic: bytes on all lists */
 
-static size_t class_bytes(unsigned cls) { return hpm_medium_pages(cls) << HPM_PAGE_SHIFT; }
+static size_t medium_class_bytes(unsigned cls) { return hpm_medium_pages(cls) << HPM_PAGE_SHIFT; }
 
 /* A chain back to the pageheap, one lock hold. */
 static void chain_free(hpm_span_t *chain) {
@@ -38,9 +38,7 @@ static void chain_free(hpm_span_t *chain) {
         s->list = LIST_NONE;
         _hpm_ph_free_span(&_hpm_ph, s);
     }
-    size_t cached = _hpm_ph.cache_count;
     pthread_mutex_unlock(&_hpm_ph.lock);
-    if (cached > _hpm_ph.cache_keep_hp) _hpm_background_kick();
 }
 
 hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got) {
@@ -59,7 +57,7 @@ hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got) {
         c->n -= n;
         c->taken = true;
         pthread_mutex_unlock(&c->lock);
-        __atomic_sub_fetch(&central_bytes, n * class_bytes(cls), __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&central_bytes, n * medium_class_bytes(cls), __ATOMIC_RELAXED);
     }
     if (n == 0) {
         size_t pages = hpm_medium_pages(cls);
@@ -79,7 +77,7 @@ hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got) {
 
 void _hpm_transfer_put(unsigned cls, hpm_span_t *chain, unsigned n) {
     central_t *c = &central[cls];
-    size_t bytes = n * class_bytes(cls);
+    size_t bytes = n * medium_class_bytes(cls);
     bool room = false;
     if (__atomic_add_fetch(&central_bytes, bytes, __ATOMIC_RELAXED) <= HPM_TRANSFER_MAX_BYTES) {
         pthread_mutex_lock(&c->lock);
@@ -93,10 +91,7 @@ void _hpm_transfer_put(unsigned cls, hpm_span_t *chain, unsigned n) {
         }
         pthread_mutex_unlock(&c->lock);
     }
-    if (room) {
-        _hpm_background_kick();   /* so that release ticks can give idle classes back */
-        return;
-    }
+    if (room) return;
     __atomic_sub_fetch(&central_bytes, bytes, __ATOMIC_RELAXED);
     chain_free(chain);
 }
@@ -116,7 +111,7 @@ void _hpm_transfer_release(bool idle_only) {
         }
         c->taken = false;
         pthread_mutex_unlock(&c->lock);
-        __atomic_sub_fetch(&central_bytes, n * class_bytes(cls), __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&central_bytes, n * medium_class_bytes(cls), __ATOMIC_RELAXED);
         chain_free(chain);
     }
 }
