@@ -96,8 +96,9 @@ static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     if (s->list == LIST_CACHED) _hpm_fatal(fn, p, "double free (allocation is already free)");
     if (h) hpm_used_add(h, -(int64_t)((int64_t)s->n_pages << HPM_PAGE_SHIFT));
-    if (h && _hpm_spancache_put(h, s)) {
-        if (_hpm_transfer_bytes()) _hpm_background_kick();   /* its ticks give idle central spans back */
+    int kept = h ? _hpm_spancache_put(h, s) : 0;
+    if (kept) {
+        if (kept == 2) _hpm_background_kick();   /* its ticks give idle central spans back */
         return;
     }
     pthread_mutex_lock(&_hpm_ph.lock);

@@ -359,7 +359,9 @@ static inline void hpm_remote_poll(hpm_heap_t *h) {
 
 /* spancache.c */
 HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
-HPM_INTERNAL bool _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
+/* 0: not a cacheable span; 1: kept; 2: kept, and a batch went to the
+ * central cache (a release tick should follow). */
+HPM_INTERNAL int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
 HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
 
 /* Medium size classes: 4 per power of two of pages, 3..256 pages. */
@@ -367,17 +369,19 @@ static inline unsigned hpm_medium_class(size_t n_pages) {
     if (n_pages <= 4) return (unsigned)n_pages - 3u;
     unsigned b = 63u - (unsigned)__builtin_clzl(n_pages - 1);          /* 2..7 */
     size_t step = (size_t)1 << (b - 2u);
-    return 2u + (b - 2u) * 4u + (unsigned)((n_pages + step - 1) / step) - 5u;
+    return 2u + (b - 2u) * 4u + (unsigned)((n_pages + step - 1) >> (b - 2u)) - 5u;
 }
 static inline size_t hpm_medium_pages(unsigned cls) {
     if (cls < 2) return cls + 3u;
     unsigned b = 2u + (cls - 2u) / 4u;
     return (size_t)(5u + (cls - 2u) % 4u) << (b - 2u);
 }
-/* Spans moved per batch between a thread and the central cache. */
+/* Spans moved per batch between a thread and the central cache: about
+ * 256 KiB, 2..16 spans (64 / pages, clamped). */
 static inline unsigned hpm_medium_batch(unsigned cls) {
-    size_t n = ((size_t)256 << 10) / (hpm_medium_pages(cls) << HPM_PAGE_SHIFT);
-    return n < 2 ? 2u : n > 16 ? 16u : (unsigned)n;
+    static const uint8_t batch[HPM_MEDIUM_CLASSES] = {16, 16, 12, 10, 9, 8, 6, 5, 4, 4, 3, 2, 2,
+                                                      2,  2,  2,  2,  2, 2, 2, 2, 2, 2, 2, 2, 2};
+    return batch[cls];
 }
 
 /* transfer.c: the central medium cache, one list and lock per class */

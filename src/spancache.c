@@ -64,11 +64,11 @@ hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
     return s;
 }
 
-bool _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
+int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     size_t n = s->n_pages;
-    if (s->kind != SPAN_MEDIUM || !is_medium_pages(n)) return false;
+    if (s->kind != SPAN_MEDIUM || !is_medium_pages(n)) return 0;
     unsigned cls = hpm_medium_class(n);
-    if (hpm_medium_pages(cls) != n) return false;   /* an aligned span of another size */
+    if (hpm_medium_pages(cls) != n) return 0;   /* an aligned span of another size */
     s->list = LIST_CACHED;
     s->clean = 0;
     s->next = h->span_cache[cls];
@@ -76,11 +76,12 @@ bool _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     h->span_cache_n[cls]++;
     h->span_cache_bytes += n << HPM_PAGE_SHIFT;
     unsigned batch = hpm_medium_batch(cls);
+    if (likely(h->span_cache_n[cls] <= 2 * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES)) return 1;
     if (h->span_cache_n[cls] > 2 * batch) drain(h, cls, batch);
     /* over the byte bound: the largest classes go first */
     for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > HPM_SPANCACHE_MAX_BYTES && c-- > 0;)
         drain(h, c, hpm_medium_batch(c));
-    return true;
+    return 2;
 }
 
 void _hpm_spancache_flush(hpm_heap_t *h) {
