@@ -39,10 +39,10 @@ HPM_API void hpm_stats_get(hpm_stats_t *out) {
     _hpm_stats_refresh();
     char buf[2048];
     if (_hpm_os->read_file("/proc/self/smaps_rollup", buf, sizeof buf) > 0) {
-        _hpm_stats->thp_anon_bytes = smaps_field_kb(buf, "\nAnonHugePages") * 1024;
-        _hpm_stats->anon_bytes = smaps_field_kb(buf, "\nAnonymous") * 1024;
+        __atomic_store_n(&_hpm_stats->thp_anon_bytes, smaps_field_kb(buf, "\nAnonHugePages") * 1024, __ATOMIC_RELAXED);
+        __atomic_store_n(&_hpm_stats->anon_bytes, smaps_field_kb(buf, "\nAnonymous") * 1024, __ATOMIC_RELAXED);
     }
-    memcpy(out, _hpm_stats, sizeof *out);
+    _hpm_copy_words_relaxed(out, _hpm_stats, sizeof *out);
 }
 
 static void print_to_stderr(const char *line, void *arg) {

@@ -219,7 +219,6 @@ void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
  * to the pageheap, the rest abandoned; then the inbox is closed and what
  * arrived meanwhile goes into the abandoned slabs. */
 static void heap_abandon(hpm_heap_t *h) {
-    hpm_check_expensive(_hpm_check_heap, h);
     h->active = false;
     _hpm_remote_flush(h);
     _hpm_remote_drain(h);
@@ -248,6 +247,7 @@ static void heap_abandon(hpm_heap_t *h) {
 static void heap_thread_exit(void *arg) {
     hpm_heap_t *h = arg;
     if (!h) return;
+    hpm_check_expensive(_hpm_check_heap, h);
     heap_abandon(h);
     _hpm_tls_heap = NULL;
     pthread_mutex_lock(&heaps_lock);
@@ -259,7 +259,9 @@ static void heap_thread_exit(void *arg) {
 void _hpm_heaps_init(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) abandoned[c] = NULL;
     _hpm_lock_rank(&heaps_lock, HPM_LOCK_HEAPS);
-    _hpm_lock_rank(&abandoned_lock, HPM_LOCK_ABANDONED);
+    /* The per-class abandoned locks stay unranked: the rank check knows one
+     * lock per rank, and fork's prepare handler holds all of them at once.
+     * None of them is held while another lock is taken. */
     heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
 }
 
@@ -366,20 +368,31 @@ void _hpm_heap_fork_parent(void) {
     pthread_mutex_unlock(&heaps_lock);
 }
 
-/* A thread that did not survive the fork may have stopped inside a fast
- * path, between popping or pushing a block and counting it in used: count
- * the slabs of its heap again from their free lists (which each push and
- * pop change with one store). */
-static void heap_recount_dead(hpm_heap_t *h) {
+/* A heap whose thread vanished at fork, maybe in the middle of a fast
+ * path (every step there leaves the free list a valid list, but `used`
+ * may lag one block behind, and an outbox slot's count behind its list):
+ * recount what abandoning it relies on. A block caught between the list
+ * and the program stays counted as live (a leak of one block, never a
+ * block given out twice). */
+static void heap_repair(hpm_heap_t *h) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
-        hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
-        for (int l = 0; l < 3; l++) {
+        hpm_span_t *lists[4] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c], h->empty[c]};
+        for (int l = 0; l < 4; l++) {
             for (hpm_span_t *s = lists[l]; s; s = l == 0 ? NULL : s->next) {
-                uint32_t n_free = 0;
-                for (void **b = s->free; b && n_free <= s->capacity; b = b[0]) n_free++;
-                if (n_free + s->held_blocks <= s->capacity) s->used = s->capacity - n_free - s->held_blocks;
+                uint32_t n = 0;
+                for (void **b = s->free; b && n <= s->capacity; b = b[0]) n++;
+                s->used = s->capacity - n - s->held_blocks;
             }
         }
+    }
+    h->outbox_blocks = 0;
+    for (unsigned i = 0; i < HPM_OUTBOX_SLOTS; i++) {
+        hpm_outbox_t *o = &h->outbox[i];
+        o->count = 0;
+        if (!o->head) continue;
+        if (!o->tail) o->tail = o->head;
+        for (void **b = o->head; ; b = b[0]) { o->count++; if (b == o->tail || !b[0]) { o->tail = b; break; } }
+        h->outbox_blocks += o->count;
     }
 }
 
@@ -391,7 +404,7 @@ void _hpm_heap_fork_child(void) {
     pthread_mutex_init(&heaps_lock, NULL);
     for (hpm_heap_t *h = heaps_all; h; h = h->next_all) {
         if (h == _hpm_tls_heap || !h->active) continue;
-        heap_recount_dead(h);
+        heap_repair(h);
         heap_abandon(h);
         h->next_free = heaps_free;
         heaps_free = h;

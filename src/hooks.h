@@ -32,6 +32,15 @@ HPM_INTERNAL void _hpm_init_slow(void);
 /* Formats like snprintf and writes to stderr through the OS table. */
 HPM_INTERNAL void _hpm_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Copies n_bytes (8-byte words, both sides 8-aligned) word by word with
+ * relaxed atomics: the published counters are read while other threads
+ * write them, and a plain memcpy on either side would be a data race. */
+static inline void _hpm_copy_words_relaxed(void *dst, const void *src, size_t n_bytes) {
+    uint64_t *d = (uint64_t *)dst;
+    const uint64_t *s = (const uint64_t *)src;
+    for (size_t i = 0; i < n_bytes / 8; i++) __atomic_store_n(&d[i], __atomic_load_n(&s[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}
+
 /* ---- provided by ccow/ (called once from the core's init, after options) ---- */
 HPM_INTERNAL void _hpm_ccow_init(void) __attribute__((weak));
 /* Returns a table that forwards to os but makes release,

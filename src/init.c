@@ -113,7 +113,8 @@ void _hpm_init_slow(void) {
 static void *background_main(void *arg) {
     (void)arg;
     for (;;) {
-        uint64_t delay_ms = _hpm_ph.release_delay_ms ? _hpm_ph.release_delay_ms : 1000;
+        uint64_t delay_ms = __atomic_load_n(&_hpm_ph.release_delay_ms, __ATOMIC_RELAXED);
+        if (!delay_ms) delay_ms = 1000;
         _hpm_os->sleep_ns(delay_ms * 1000000ull / 4);
         if (!_hpm_option(HPM_OPT_BACKGROUND)) continue;
         _hpm_transfer_release(true);

@@ -62,6 +62,7 @@
 #define HPM_MEDIUM_CLASSES 26                    /* medium span sizes, 3..256 pages (spancache.c) */
 #define HPM_SPANCACHE_MAX_BYTES ((size_t)4 << 20) /* per thread */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
+#define HPM_SMALL_START_HP 4                     /* THP mode: the first hugepages stay on 4 KiB pages until the heap outgrows them */
 #define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
 
 typedef struct {

@@ -82,7 +82,7 @@ static size_t subrelease_until(hpm_pageheap_t *ph, size_t target_pages) {
 
 void _hpm_ph_configure(hpm_pageheap_t *ph, size_t release_delay_ms, size_t cache_keep_hp, bool subrelease) {
     pthread_mutex_lock(&ph->lock);
-    ph->release_delay_ms = release_delay_ms;
+    __atomic_store_n(&ph->release_delay_ms, release_delay_ms, __ATOMIC_RELAXED);   /* the background thread reads it */
     ph->cache_keep_hp = cache_keep_hp;
     ph->subrelease = subrelease;
     pthread_mutex_unlock(&ph->lock);

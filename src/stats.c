@@ -11,25 +11,29 @@
 static hpm_stats_t stats_static;
 hpm_stats_t *_hpm_stats = &stats_static;
 
+/* Counters are read live by other threads (hpm_stats_get, hpm stat):
+ * every store is a relaxed atomic. */
+static inline void set(uint64_t *field, uint64_t v) { __atomic_store_n(field, v, __ATOMIC_RELAXED); }
+
 /* Pulls the pageheap's counts into the counters (hpm stat reads them
  * live). The caller holds ph->lock. The sum over thread heaps (bytes in
  * use) is taken on every 16th change only, and by every full refresh. */
 static void stats_pull(const hpm_pageheap_t *ph, bool sum_heaps) {
     hpm_stats_t *s = _hpm_stats;
-    s->hp_in_use = ph->active_count;
-    s->hp_cached = ph->cache_count;
-    s->hp_backed = ph->active_count + ph->cache_count;
-    s->hp_released = ph->released_total;
-    s->hp_hybrid = ph->hybrid_count;
-    s->hp_hugetlb = ph->hugetlb_hp;
-    s->hp_fallback = ph->fallback_total;
-    s->large_allocs = ph->large_allocs_total;
-    s->pages_subreleased = ph->subrel_pages + __atomic_load_n(&_hpm_slab_held_pages, __ATOMIC_RELAXED);
-    s->bytes_mapped = (uint64_t)ph->top_hp << HPM_HP_SHIFT;
-    s->bytes_metadata = _hpm_meta_committed_bytes();
+    set(&s->hp_in_use, ph->active_count);
+    set(&s->hp_cached, ph->cache_count);
+    set(&s->hp_backed, ph->active_count + ph->cache_count);
+    set(&s->hp_released, ph->released_total);
+    set(&s->hp_hybrid, ph->hybrid_count);
+    set(&s->hp_hugetlb, ph->hugetlb_hp);
+    set(&s->hp_fallback, ph->fallback_total);
+    set(&s->large_allocs, ph->large_allocs_total);
+    set(&s->pages_subreleased, ph->subrel_pages + __atomic_load_n(&_hpm_slab_held_pages, __ATOMIC_RELAXED));
+    set(&s->bytes_mapped, (uint64_t)ph->top_hp << HPM_HP_SHIFT);
+    set(&s->bytes_metadata, _hpm_meta_committed_bytes());
     if (sum_heaps) {
         int64_t used = _hpm_heaps_used_bytes();
-        s->bytes_in_use = used > 0 ? (uint64_t)used : 0;
+        set(&s->bytes_in_use, used > 0 ? (uint64_t)used : 0);
     }
 }
 

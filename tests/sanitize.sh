@@ -101,15 +101,18 @@ for m in "${modes[@]}"; do
     tsan)
         # test_kernel measures the RSS and THP coverage of the whole
         # process: TSan's shadow memory (4 KiB pages, several times what
-        # the program touches) makes both meaningless. A TSan child is slow
-        # to start: fewer forks.
+        # the program touches) makes both meaningless. test_limits sets
+        # RLIMIT_AS, under which a sanitizer cannot map its shadow.
+        # test_faults injects OS failures in one thread (4 minutes under
+        # TSan; ASan and the debug build run it). A TSan child is slow to
+        # start: fewer forks.
         build tsan
-        units build-tsan test_kernel
+        units build-tsan test_kernel test_limits test_faults
         linked build-tsan 40
         ;;
     asan)
         build asan
-        units build-asan
+        units build-asan test_limits
         linked build-asan 100
         ;;
     fuzz)

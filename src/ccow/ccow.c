@@ -64,17 +64,17 @@ static void stat_set(uint64_t *field, uint64_t v) { __atomic_store_n(field, v, _
 
 static void state_publish(void) {
     if (!_hpm_stats) return;
-    char buf[sizeof _hpm_stats->ccow_state];
+    _Alignas(8) char buf[sizeof _hpm_stats->ccow_state];
     if (S.disabled) return;        /* the reason stays */
     ccow_mode_t m = {S.opt, S.rate_mib_s};
     _hpm_ccow_mode_name(&m, S.t_pct, buf, sizeof buf);
-    memcpy(_hpm_stats->ccow_state, buf, sizeof buf);
+    _hpm_copy_words_relaxed(_hpm_stats->ccow_state, buf, sizeof buf);
     uint32_t t = S.opt == CCOW_OPT_ADAPTIVE ? S.t_pct : S.opt >= 1 && S.opt <= 100 ? (uint32_t)S.opt : 0;
     __atomic_store_n(&_hpm_stats->ccow_threshold_pct, t, __ATOMIC_RELAXED);
 }
 
 static void ccow_disable(const char *what, int err) {
-    char buf[sizeof _hpm_stats->ccow_state];
+    _Alignas(8) char buf[sizeof _hpm_stats->ccow_state];
     const char *name = err == ENOSYS ? "ENOSYS" : err == EINVAL ? "EINVAL" : err == EPERM ? "EPERM"
                      : err == EACCES ? "EACCES" : err == ENOENT ? "ENOENT" : err == ENOTSUP ? "ENOTSUP" : "error";
     size_t i = 0;
@@ -85,7 +85,7 @@ static void ccow_disable(const char *what, int err) {
     buf[i] = 0;
     S.disabled = 1;
     if (_hpm_stats) {
-        memcpy(_hpm_stats->ccow_state, buf, sizeof buf);
+        _hpm_copy_words_relaxed(_hpm_stats->ccow_state, buf, sizeof buf);
         __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
     }
     _hpm_message("hpmalloc: ccow turned off: %s (errno %d)\n", what, err);

@@ -49,7 +49,7 @@ for py in python3 /usr/bin/python3; do
     t_check "hpm run $py -c pass ran on the installed hpmalloc" grep -q '^hpmalloc: stats' <<<"$err"
 done
 t_check "ld.so finds libhpmalloc.so.0 (ldconfig -p)" bash -c "ldconfig -p | grep -q 'libhpmalloc.so.0 '"
-err=$(HPM_STATS=1 LD_PRELOAD=libhpmalloc.so.0 /bin/true 2>&1)
+err=$(HPM_STATS=1 LD_PRELOAD=libhpmalloc.so.0 /usr/bin/hpm --version 2>&1)
 t_check "LD_PRELOAD=libhpmalloc.so.0 (by soname) works" grep -q '^hpmalloc: stats' <<<"$err"
 if cc -O2 tests/install/app.c $(pkg-config --cflags --libs hpmalloc) -o "$tmp/app" 2>"$tmp/cc.log"; then
     out=$("$tmp/app"); echo "pkg-config app: $out"

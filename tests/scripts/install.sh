@@ -66,7 +66,7 @@ refuses_version() { ! find_version "$1"; }
 t_check "find_package(hpmalloc $version) is accepted" find_version "$version"
 t_check "find_package(hpmalloc 9.0) is refused" refuses_version 9.0
 t_check "find_package(hpmalloc 0.2) is refused (0.x minor differs)" refuses_version 0.2
-out=$(HPM_STATS=1 "$p/bin/hpm" run true 2>&1)
+out=$(HPM_STATS=1 "$p/bin/hpm" run "$p/bin/hpm" --version 2>&1)
 t_check "installed hpm runs a program on the installed library" grep -q '^hpmalloc:' <<<"$out"
 t_check "installed hpm --version" grep -q '^hpm ' <<<"$("$p/bin/hpm" --version)"
 

@@ -86,17 +86,22 @@ static void test_fill_before_break(void) {
     CHECK(i && hp_index(ph, i) == 3 && ph->cache_count == 0 && ph->top_hp == 4);
 }
 
-/* THP mode: the first hugepage starts on 4 KiB pages; the second one
- * advises and collapses it, and is advised itself. */
+/* THP mode: the first HPM_SMALL_START_HP hugepages start on 4 KiB pages;
+ * the next one advises and collapses them, and is advised itself. */
 static void test_small_start(void) {
     hpm_pageheap_t *ph = new_ph();
     hpm_span_t *a = alloc(ph, 100, SPAN_SLAB);
     CHECK(a && commits == 1 && advises == 0 && collapses == 0, "first hugepage not advised (%d advises)", advises);
-    hpm_span_t *b = alloc(ph, 500, SPAN_SLAB);        /* does not fit: a second hugepage */
-    CHECK(b && hp_index(ph, b) == 1);
-    CHECK(advises == 2 && collapses == 1 && ph->huge_started, "advises %d collapses %d", advises, collapses);
+    for (unsigned i = 1; i < HPM_SMALL_START_HP; i++) {
+        hpm_span_t *b = alloc(ph, 500, SPAN_SLAB);    /* does not fit: another hugepage */
+        CHECK(b && hp_index(ph, b) == i && advises == 0 && collapses == 0, "hugepage %u: advises %d", i, advises);
+    }
+    hpm_span_t *b = alloc(ph, 500, SPAN_SLAB);
+    CHECK(b && hp_index(ph, b) == HPM_SMALL_START_HP);
+    CHECK(advises == HPM_SMALL_START_HP + 1 && collapses == HPM_SMALL_START_HP && ph->huge_started,
+          "advises %d collapses %d", advises, collapses);
     hpm_span_t *c = alloc(ph, 500, SPAN_SLAB);
-    CHECK(c && advises == 3 && collapses == 1, "later hugepages advised once each");
+    CHECK(c && advises == HPM_SMALL_START_HP + 2 && collapses == HPM_SMALL_START_HP, "later hugepages advised once each");
 }
 
 /* Hybrids are counted, and new mixed use goes to a hybrid before a clean
