@@ -11,19 +11,32 @@
  * class's page count, keeps its pages and page-map entries, and is marked
  * LIST_CACHED (so free() reports a double free of it); the lists hold at
  * most HPM_TRANSFER_MAX_BYTES in all and 8 batches per class. Each class
- * lock is a leaf: nothing else is taken while it is held. Release ticks
+ * lock is a leaf (nothing else is taken while it is held, for a few list
+ * steps), so it is a spinlock that yields: fork's prepare handler takes
+ * all 26 without adding to the mutexes it holds (TSan's deadlock detector
+ * follows at most 64). Release ticks
  * give back classes nobody took from since the tick before; trim gives
  * back everything, so whole hugepages can still be released. */
+#include <sched.h>
 #include "internal.h"
 
 typedef struct {
-    pthread_mutex_t lock;
-    hpm_span_t *head;
+    atomic_int lock;            /* 1: held */
+    hpm_span_t *head;           /* written under the lock; peeked at without it */
     unsigned n;
     bool taken;                 /* a thread took from it since the last tick */
 } __attribute__((aligned(64))) central_t;
 
-static central_t central[HPM_MEDIUM_CLASSES] = {[0 ... HPM_MEDIUM_CLASSES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+static central_t central[HPM_MEDIUM_CLASSES];
+
+static void central_lock(central_t *c) {
+    while (atomic_exchange_explicit(&c->lock, 1, memory_order_acquire)) {
+        for (int spins = 0; atomic_load_explicit(&c->lock, memory_order_relaxed); spins++)
+            if (spins > 100) sched_yield();   /* the holder may have been preempted (2 cores) */
+    }
+}
+static void central_unlock(central_t *c) { atomic_store_explicit(&c->lock, 0, memory_order_release); }
+static void set_head(central_t *c, hpm_span_t *s) { __atomic_store_n(&c->head, s, __ATOMIC_RELAXED); }
 static size_t central_bytes;    /* atomic: bytes on all lists */
 
 static size_t medium_class_bytes(unsigned cls) { return hpm_medium_pages(cls) << HPM_PAGE_SHIFT; }
@@ -46,17 +59,17 @@ hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got) {
     hpm_span_t *chain = NULL;
     unsigned n = 0;
     if (__atomic_load_n(&c->head, __ATOMIC_RELAXED)) {
-        pthread_mutex_lock(&c->lock);
+        central_lock(c);
         while (n < want && c->head) {
             hpm_span_t *s = c->head;
-            c->head = s->next;
+            set_head(c, s->next);
             s->next = chain;
             chain = s;
             n++;
         }
         c->n -= n;
         c->taken = true;
-        pthread_mutex_unlock(&c->lock);
+        central_unlock(c);
         __atomic_sub_fetch(&central_bytes, n * medium_class_bytes(cls), __ATOMIC_RELAXED);
     }
     if (n == 0) {
@@ -80,16 +93,16 @@ void _hpm_transfer_put(unsigned cls, hpm_span_t *chain, unsigned n) {
     size_t bytes = n * medium_class_bytes(cls);
     bool room = false;
     if (__atomic_add_fetch(&central_bytes, bytes, __ATOMIC_RELAXED) <= HPM_TRANSFER_MAX_BYTES) {
-        pthread_mutex_lock(&c->lock);
+        central_lock(c);
         room = c->n + n <= 8u * hpm_medium_batch(cls);
         if (room) {
             hpm_span_t *tail = chain;
             while (tail->next) tail = tail->next;
             tail->next = c->head;
-            c->head = chain;
+            set_head(c, chain);
             c->n += n;
         }
-        pthread_mutex_unlock(&c->lock);
+        central_unlock(c);
     }
     if (room) return;
     __atomic_sub_fetch(&central_bytes, bytes, __ATOMIC_RELAXED);
@@ -100,17 +113,17 @@ void _hpm_transfer_release(bool idle_only) {
     for (unsigned cls = 0; cls < HPM_MEDIUM_CLASSES; cls++) {
         central_t *c = &central[cls];
         if (!__atomic_load_n(&c->head, __ATOMIC_RELAXED)) continue;
-        pthread_mutex_lock(&c->lock);
+        central_lock(c);
         hpm_span_t *chain = NULL;
         unsigned n = 0;
         if (!idle_only || !c->taken) {
             chain = c->head;
             n = c->n;
-            c->head = NULL;
+            set_head(c, NULL);
             c->n = 0;
         }
         c->taken = false;
-        pthread_mutex_unlock(&c->lock);
+        central_unlock(c);
         __atomic_sub_fetch(&central_bytes, n * medium_class_bytes(cls), __ATOMIC_RELAXED);
         chain_free(chain);
     }
@@ -119,13 +132,12 @@ void _hpm_transfer_release(bool idle_only) {
 size_t _hpm_transfer_bytes(void) { return __atomic_load_n(&central_bytes, __ATOMIC_RELAXED); }
 
 void _hpm_transfer_fork_prepare(void) {
-    for (unsigned cls = 0; cls < HPM_MEDIUM_CLASSES; cls++) pthread_mutex_lock(&central[cls].lock);
+    for (unsigned cls = 0; cls < HPM_MEDIUM_CLASSES; cls++) central_lock(&central[cls]);
 }
 
+/* The parent and the child (the only thread there) both let go. */
 void _hpm_transfer_fork_parent(void) {
-    for (unsigned cls = 0; cls < HPM_MEDIUM_CLASSES; cls++) pthread_mutex_unlock(&central[cls].lock);
+    for (unsigned cls = 0; cls < HPM_MEDIUM_CLASSES; cls++) central_unlock(&central[cls]);
 }
 
-void _hpm_transfer_fork_child(void) {
-    for (unsigned cls = 0; cls < HPM_MEDIUM_CLASSES; cls++) pthread_mutex_init(&central[cls].lock, NULL);
-}
+void _hpm_transfer_fork_child(void) { _hpm_transfer_fork_parent(); }
