@@ -50,7 +50,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     hpm_span_t *s = align_bytes <= HPM_PAGE_BYTES ? _hpm_spancache_get(h, pages) : NULL;
     if (s) {
         hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
-        if (zero) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
+        if (zero && !s->clean) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
         return (void *)s->start;
     }
     pthread_mutex_lock(&_hpm_ph.lock);
@@ -96,7 +96,11 @@ static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     if (s->list == LIST_CACHED) _hpm_fatal(fn, p, "double free (allocation is already free)");
     if (h) hpm_used_add(h, -(int64_t)((int64_t)s->n_pages << HPM_PAGE_SHIFT));
-    if (h && _hpm_spancache_put(h, s)) return;
+    int kept = h ? _hpm_spancache_put(h, s) : 0;
+    if (kept) {
+        if (kept == 2) _hpm_background_kick();   /* its ticks give idle central spans back */
+        return;
+    }
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, s);
     size_t cached = _hpm_ph.cache_count;
@@ -293,6 +297,7 @@ HPM_API int malloc_trim(size_t pad) {
     bool sub = _hpm_ph.subrelease;
     _hpm_heaps_reclaim_abandoned(sub);
     _hpm_heap_release_empty(sub);
+    _hpm_transfer_release(false);
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, sub);
     pthread_mutex_unlock(&_hpm_ph.lock);
@@ -304,6 +309,7 @@ HPM_API size_t hpm_trim(void) {
     hpm_ensure_init();
     _hpm_heaps_reclaim_abandoned(true);
     _hpm_heap_release_empty(true);
+    _hpm_transfer_release(false);
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, true);
     pthread_mutex_unlock(&_hpm_ph.lock);

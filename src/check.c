@@ -267,16 +267,16 @@ bool _hpm_check_heap(const hpm_heap_t *h, char *why) {
         if (!check_slab_list(h, h->full[c], c, LIST_FULL, why)) return false;
     }
     size_t bytes = 0;
-    for (size_t n = 0; n <= HPM_SPANCACHE_MAX_PAGES; n++) {
-        size_t count = 0;
-        for (const hpm_span_t *s = h->span_cache[n]; s; s = s->next) {
-            if (++count > h->span_cache_n[n]) return bad(why, "span cache of %zu pages is longer than its count %u", n, h->span_cache_n[n]);
+    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) {
+        size_t count = 0, n = hpm_medium_pages(c);
+        for (const hpm_span_t *s = h->span_cache[c]; s; s = s->next) {
+            if (++count > h->span_cache_n[c]) return bad(why, "span cache of %zu pages is longer than its count %u", n, h->span_cache_n[c]);
             if (s->kind != SPAN_MEDIUM || s->n_pages != n || s->list != LIST_CACHED)
                 return bad(why, "span cache of %zu pages holds a span of %u pages, kind %u, list %u", n, s->n_pages, s->kind, s->list);
             if (!_hpm_check_span(s, why)) return false;
             bytes += n << HPM_PAGE_SHIFT;
         }
-        if (count != h->span_cache_n[n]) return bad(why, "span cache of %zu pages has %zu spans, count %u", n, count, h->span_cache_n[n]);
+        if (count != h->span_cache_n[c]) return bad(why, "span cache of %zu pages has %zu spans, count %u", n, count, h->span_cache_n[c]);
     }
     if (bytes != h->span_cache_bytes) return bad(why, "span cache holds %zu bytes, count %zu", bytes, h->span_cache_bytes);
     return true;

@@ -360,9 +360,11 @@ HPM_API int hpm_thread_colors(uint64_t mask) {
 void _hpm_heap_fork_prepare(void) {
     pthread_mutex_lock(&heaps_lock);
     for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_lock(&abandoned_lock[c]);
+    _hpm_transfer_fork_prepare();
 }
 
 void _hpm_heap_fork_parent(void) {
+    _hpm_transfer_fork_parent();
     for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_unlock(&abandoned_lock[c]);
     pthread_mutex_unlock(&heaps_lock);
 }
@@ -398,6 +400,7 @@ static void heap_repair(hpm_heap_t *h) {
 /* In the child only this thread survives: abandon every other thread's
  * heap so its slabs can be adopted, and retire those heaps. */
 void _hpm_heap_fork_child(void) {
+    _hpm_transfer_fork_child();
     for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_init(&abandoned_lock[c], NULL);
     pthread_mutex_init(&heaps_lock, NULL);
     for (hpm_heap_t *h = heaps_all; h; h = h->next_all) {

@@ -117,6 +117,7 @@ static void *background_main(void *arg) {
         if (!delay_ms) delay_ms = 1000;
         _hpm_os->sleep_ns(delay_ms * 1000000ull / 4);
         if (!_hpm_option(HPM_OPT_BACKGROUND)) continue;
+        _hpm_transfer_release(true);
         pthread_mutex_lock(&_hpm_ph.lock);
         _hpm_ph.last_release_check_ns = 0;
         _hpm_ph_release_tick(&_hpm_ph, _hpm_os->now_ns());

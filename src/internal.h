@@ -21,7 +21,7 @@
  *   init.c                                 start-up, fork handlers, background thread
  *   publish.c ccow/ color/                 features beside the core (hooks.h)
  *   stats.c                                counters, pulled from the layers below
- *   heap.c spancache.c remote.c            per-thread heaps, fast paths, remote frees
+ *   heap.c spancache.c remote.c transfer.c   per-thread heaps, fast paths, remote frees, medium caches
  *   slab.c                                 slab setup and free-list collection
  *   hugepage.c filler.c release.c arena.c meta.c bits.h   the pageheap, its arenas, metadata memory
  *   options.c sizeclass.c message.c        option values, size classes, messages
@@ -59,8 +59,7 @@
 #define HPM_SMALL_MAX_BYTES ((size_t)8 * 1024)   /* larger: page spans */
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
 #define HPM_MIN_ALIGN 16
-#define HPM_SPANCACHE_MAX_PAGES 16               /* medium spans up to 64 KiB are cached per thread */
-#define HPM_SPANCACHE_DEPTH 64                   /* spans per page count */
+#define HPM_MEDIUM_CLASSES 26                    /* medium span sizes, 3..256 pages (spancache.c) */
 #define HPM_SPANCACHE_MAX_BYTES ((size_t)4 << 20) /* per thread */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
 #define HPM_SMALL_START_HP 4                     /* THP mode: the first hugepages stay on 4 KiB pages until the heap outgrows them */
@@ -303,8 +302,8 @@ struct hpm_heap_s {
     uint32_t empty_slabs;
     uint8_t slabs_made[HPM_CLASSES];    /* slabs taken per class, saturating at 255 */
     uint64_t colour_mask;
-    hpm_span_t *span_cache[HPM_SPANCACHE_MAX_PAGES + 1];    /* freed medium spans by page count */
-    uint8_t span_cache_n[HPM_SPANCACHE_MAX_PAGES + 1];
+    hpm_span_t *span_cache[HPM_MEDIUM_CLASSES];    /* free medium spans by medium class */
+    uint8_t span_cache_n[HPM_MEDIUM_CLASSES];
     size_t span_cache_bytes;
     hpm_heap_t *next_all;               /* every heap ever made */
     hpm_heap_t *next_free;              /* retired heaps */
@@ -366,8 +365,46 @@ static inline void hpm_remote_poll(hpm_heap_t *h) {
 
 /* spancache.c */
 HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
-HPM_INTERNAL bool _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
+/* 0: not a cacheable span; 1: kept; 2: kept, and a batch went to the
+ * central cache (a release tick should follow). */
+HPM_INTERNAL int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
 HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
+
+/* Medium size classes: 4 per power of two of pages, 3..256 pages. */
+static inline unsigned hpm_medium_class(size_t n_pages) {
+    if (n_pages <= 4) return (unsigned)n_pages - 3u;
+    unsigned b = 63u - (unsigned)__builtin_clzl(n_pages - 1);          /* 2..7 */
+    size_t step = (size_t)1 << (b - 2u);
+    return 2u + (b - 2u) * 4u + (unsigned)((n_pages + step - 1) >> (b - 2u)) - 5u;
+}
+static inline size_t hpm_medium_pages(unsigned cls) {
+    if (cls < 2) return cls + 3u;
+    unsigned b = 2u + (cls - 2u) / 4u;
+    return (size_t)(5u + (cls - 2u) % 4u) << (b - 2u);
+}
+/* Spans moved per batch between a thread and the central cache: about
+ * 256 KiB, 2..16 spans (64 / pages, clamped). */
+static inline unsigned hpm_medium_batch(unsigned cls) {
+    static const uint8_t batch[HPM_MEDIUM_CLASSES] = {16, 16, 12, 10, 9, 8, 6, 5, 4, 4, 3, 2, 2,
+                                                      2,  2,  2,  2,  2, 2, 2, 2, 2, 2, 2, 2, 2};
+    return batch[cls];
+}
+
+/* transfer.c: the central medium cache, one list and lock per class */
+#define HPM_TRANSFER_MAX_BYTES ((size_t)32 << 20)   /* over all classes */
+/* Up to want spans of class cls, linked by next, marked LIST_NONE: from
+ * the central list, else fresh from the pageheap (one lock hold). */
+HPM_INTERNAL hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got);
+/* A chain of n spans of class cls (marked LIST_CACHED) into the central
+ * list, or to the pageheap (one lock hold) where it is full. */
+HPM_INTERNAL void _hpm_transfer_put(unsigned cls, hpm_span_t *chain, unsigned n);
+/* Central spans back to the pageheap: all (trim), or only those of
+ * classes nobody took from since the last tick (idle). */
+HPM_INTERNAL void _hpm_transfer_release(bool idle_only);
+HPM_INTERNAL size_t _hpm_transfer_bytes(void);
+HPM_INTERNAL void _hpm_transfer_fork_prepare(void);
+HPM_INTERNAL void _hpm_transfer_fork_parent(void);
+HPM_INTERNAL void _hpm_transfer_fork_child(void);
 
 /* slab.c */
 HPM_INTERNAL void _hpm_slab_format(hpm_span_t *s, unsigned cls);

@@ -1,53 +1,89 @@
-/* spancache.c: a small per-thread cache of freed medium spans, so that
- * programs that churn 8..64 KiB objects do not take the pageheap lock for
- * every malloc and free. A thread keeps at most HPM_SPANCACHE_DEPTH spans
- * of each page count up to HPM_SPANCACHE_MAX_PAGES (about 2 MiB in all).
- * A cached span keeps its pages and its page-map entries, marked
- * LIST_CACHED so that free() and hpm_range() treat it as free. The cache is
- * emptied at thread exit and by malloc_trim/hpm_trim. Owner thread only. */
+/* spancache.c: the per-thread cache of medium spans (8 KiB to 1 MiB), so
+ * that programs that churn medium objects take no lock for most mallocs
+ * and frees. Medium requests are rounded up to one of HPM_MEDIUM_CLASSES
+ * page counts (4 per power of two, internal.h); per class the thread
+ * keeps a LIFO list of free spans. An empty list refills with a batch
+ * from the central cache (transfer.c), which refills from the pageheap; a
+ * list longer than two batches, or a cache over HPM_SPANCACHE_MAX_BYTES,
+ * drains a batch back. Thread exit returns the cache to the central
+ * cache; malloc_trim/hpm_trim return it to the pageheap.
+ *
+ * Invariant: a span on a thread's list is SPAN_MEDIUM with exactly its
+ * class's page count, keeps its pages and page-map entries, and is marked
+ * LIST_CACHED, so free() reports a double free of it and hpm_range()
+ * treats it as free; span_cache_n and span_cache_bytes count the lists.
+ * Owner thread only. */
 #include "internal.h"
 
+static inline bool is_medium_pages(size_t n_pages) {
+    return n_pages >= 3 && n_pages < HPM_LARGE_MIN_PAGES;
+}
+
+/* Takes up to n spans off the thread's list of cls, as a chain. */
+static hpm_span_t *take(hpm_heap_t *h, unsigned cls, unsigned n, unsigned *got) {
+    hpm_span_t *chain = h->span_cache[cls], *s = chain, *last = NULL;
+    unsigned k = 0;
+    for (; s && k < n; k++) { last = s; s = s->next; }
+    if (last) last->next = NULL;
+    h->span_cache[cls] = s;
+    h->span_cache_n[cls] = (uint8_t)(h->span_cache_n[cls] - k);
+    h->span_cache_bytes -= (size_t)k * (hpm_medium_pages(cls) << HPM_PAGE_SHIFT);
+    *got = k;
+    return k ? chain : NULL;
+}
+
+/* A batch (or all) of the thread's spans of cls to the central cache. */
+static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
+    unsigned got;
+    hpm_span_t *chain = take(h, cls, n, &got);
+    if (chain) _hpm_transfer_put(cls, chain, got);
+}
+
 hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
-    if (n_pages > HPM_SPANCACHE_MAX_PAGES) return NULL;
-    hpm_span_t *s = h->span_cache[n_pages];
-    if (!s) return NULL;
-    h->span_cache[n_pages] = s->next;
-    h->span_cache_n[n_pages]--;
-    h->span_cache_bytes -= n_pages << HPM_PAGE_SHIFT;
+    if (!is_medium_pages(n_pages)) return NULL;
+    unsigned cls = hpm_medium_class(n_pages);
+    hpm_span_t *s = h->span_cache[cls];
+    if (unlikely(!s)) {
+        unsigned got;
+        s = _hpm_transfer_get(cls, hpm_medium_batch(cls), &got);
+        if (!s) return NULL;
+        hpm_span_t *rest = s->next;
+        size_t bytes = hpm_medium_pages(cls) << HPM_PAGE_SHIFT;
+        for (hpm_span_t *r = rest; r; r = r->next) r->list = LIST_CACHED;
+        h->span_cache[cls] = rest;
+        h->span_cache_n[cls] = (uint8_t)(got - 1);
+        h->span_cache_bytes += (size_t)(got - 1) * bytes;
+        s->next = NULL;
+        return s;
+    }
+    h->span_cache[cls] = s->next;
+    h->span_cache_n[cls]--;
+    h->span_cache_bytes -= (size_t)s->n_pages << HPM_PAGE_SHIFT;
     s->next = NULL;
     s->list = LIST_NONE;
-    s->clean = 0;
     return s;
 }
 
-bool _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
+int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     size_t n = s->n_pages;
-    if (s->kind != SPAN_MEDIUM || n > HPM_SPANCACHE_MAX_PAGES || h->span_cache_n[n] >= HPM_SPANCACHE_DEPTH ||
-        h->span_cache_bytes + (n << HPM_PAGE_SHIFT) > HPM_SPANCACHE_MAX_BYTES)
-        return false;
-    h->span_cache_bytes += n << HPM_PAGE_SHIFT;
+    if (s->kind != SPAN_MEDIUM || !is_medium_pages(n)) return 0;
+    unsigned cls = hpm_medium_class(n);
+    if (hpm_medium_pages(cls) != n) return 0;   /* an aligned span of another size */
     s->list = LIST_CACHED;
-    s->next = h->span_cache[n];
-    h->span_cache[n] = s;
-    h->span_cache_n[n]++;
-    return true;
+    s->clean = 0;
+    s->next = h->span_cache[cls];
+    h->span_cache[cls] = s;
+    h->span_cache_n[cls]++;
+    h->span_cache_bytes += n << HPM_PAGE_SHIFT;
+    unsigned batch = hpm_medium_batch(cls);
+    if (likely(h->span_cache_n[cls] <= 2 * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES)) return 1;
+    if (h->span_cache_n[cls] > 2 * batch) drain(h, cls, batch);
+    /* over the byte bound: the largest classes go first */
+    for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > HPM_SPANCACHE_MAX_BYTES && c-- > 0;)
+        drain(h, c, hpm_medium_batch(c));
+    return 2;
 }
 
 void _hpm_spancache_flush(hpm_heap_t *h) {
-    bool any = false;
-    for (size_t n = 0; n <= HPM_SPANCACHE_MAX_PAGES && !any; n++) any = h->span_cache[n] != NULL;
-    if (!any) return;
-    pthread_mutex_lock(&_hpm_ph.lock);
-    for (size_t n = 0; n <= HPM_SPANCACHE_MAX_PAGES; n++) {
-        for (hpm_span_t *s = h->span_cache[n], *next; s; s = next) {
-            next = s->next;
-            s->next = NULL;
-            s->list = LIST_NONE;
-            _hpm_ph_free_span(&_hpm_ph, s);
-        }
-        h->span_cache[n] = NULL;
-        h->span_cache_n[n] = 0;
-    }
-    h->span_cache_bytes = 0;
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES && h->span_cache_bytes; c++) drain(h, c, 255);
 }

@@ -21,6 +21,7 @@
 #include "slab.c"
 #include "spancache.c"
 #include "remote.c"
+#include "transfer.c"
 #include "check.c"
 #include "heap.c"
 #include "alloc.c"

@@ -129,7 +129,7 @@ static void damaged_pageheap(void) {
     _hpm_ph.used_pages_total += 1;
     pthread_mutex_unlock(&_hpm_ph.lock);
     for (int i = 0; i < 4096; i++) {   /* the check is amortized on a large arena: a few of these */
-        void *volatile p = malloc(100000);   /* volatile: the compiler may not drop the pair */
+        void *volatile p = malloc(3u << 20);   /* large: medium sizes stay in the span caches; volatile: the compiler may not drop the pair */
         free(p);
     }
 }

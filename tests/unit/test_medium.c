@@ -1,0 +1,187 @@
+/* test_medium.c: medium sizes (8 KiB to 1 MiB) through the per-thread span
+ * cache and the central transfer cache (spancache.c, transfer.c):
+ * contents survive reuse; sizes round to the medium classes; the thread
+ * cache and the central cache stay within their bounds and counts; a
+ * double free of a cached medium span aborts with one line (death test,
+ * in a forked child); blocks freed by another thread come back; thread
+ * exit returns the thread's cache to the central cache; and hpm_trim
+ * afterwards gives every whole hugepage back (nothing stranded). */
+#include <pthread.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "internal.h"
+#include "testhelper.h"
+
+#define N 2000
+
+static size_t size_of(unsigned i) { return 8193 + ((size_t)i * 7919u) % ((1u << 20) - 8193); }
+
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+    for (size_t k = 0; k + 1 < n; k += 512) p[k] = (unsigned char)(seed + k / 512);
+    p[n - 1] = (unsigned char)seed;
+}
+static bool intact(const unsigned char *p, size_t n, unsigned seed) {
+    for (size_t k = 0; k + 1 < n; k += 512) if (p[k] != (unsigned char)(seed + k / 512)) return false;
+    return p[n - 1] == (unsigned char)seed;
+}
+
+static void test_classes(void) {
+    size_t bad = 0, prev = 0;
+    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) {
+        size_t pages = hpm_medium_pages(c);
+        if (pages <= prev || hpm_medium_class(pages) != c) bad++;
+        prev = pages;
+    }
+    CHECK(bad == 0, "%zu classes do not round-trip", bad);
+    CHECK(hpm_medium_pages(0) == 3 && hpm_medium_pages(HPM_MEDIUM_CLASSES - 1) == HPM_LARGE_MIN_PAGES - 1);
+    size_t worst = 0;   /* rounding waste at most 25% */
+    for (size_t n = 3; n < HPM_LARGE_MIN_PAGES; n++) {
+        size_t r = hpm_medium_pages(hpm_medium_class(n));
+        if (r < n || (r - n) * 4 > n) worst++;
+    }
+    CHECK(worst == 0, "%zu page counts round badly", worst);
+    void *p = malloc(9 * 4096 + 1);   /* 10 pages: a class of its own */
+    CHECK(malloc_usable_size(p) == 10 * 4096, "usable %zu", malloc_usable_size(p));
+    free(p);
+    p = malloc(17 * 4096);            /* 17 pages round to 20 */
+    CHECK(malloc_usable_size(p) == 20 * 4096, "usable %zu", malloc_usable_size(p));
+    free(p);
+}
+
+static void test_contents_and_bounds(void) {
+    static unsigned char *p[N];
+    for (int round = 0; round < 3; round++) {
+        for (unsigned i = 0; i < N; i++) {
+            p[i] = malloc(size_of(i + round));
+            if (p[i]) fill(p[i], size_of(i + round), i);
+        }
+        size_t bad = 0;
+        for (unsigned i = 0; i < N; i++) if (!p[i] || !intact(p[i], size_of(i + round), i)) bad++;
+        CHECK(bad == 0, "round %d: %zu blocks damaged", round, bad);
+        for (unsigned i = 0; i < N; i += 2) free(p[i]);
+        for (unsigned i = 1; i < N; i += 2) if (!intact(p[i], size_of(i + round), i)) bad++;
+        for (unsigned i = 1; i < N; i += 2) free(p[i]);
+        CHECK(bad == 0, "round %d: %zu blocks damaged after freeing their neighbours", round, bad);
+        hpm_heap_t *h = _hpm_tls_heap;
+        CHECK(h && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES, "thread cache %zu bytes", h ? h->span_cache_bytes : 0);
+        CHECK(_hpm_transfer_bytes() <= HPM_TRANSFER_MAX_BYTES, "central %zu bytes", _hpm_transfer_bytes());
+        char why[256] = "";
+        CHECK(h && _hpm_check_heap(h, why), "heap check: %s", why);
+    }
+    /* calloc of a reused (dirty) span reads as zero */
+    unsigned char *d = malloc(50000);
+    memset(d, 0xee, 50000);
+    free(d);
+    unsigned char *z = calloc(1, 50000);
+    size_t nonzero = 0;
+    for (size_t k = 0; k < 50000; k++) nonzero += z[k] != 0;
+    CHECK(z == d && nonzero == 0, "calloc reused %d, %zu non-zero bytes", z == d, nonzero);
+    free(z);
+}
+
+static void test_double_free_dies(size_t size) {
+    int fds[2];
+    if (pipe(fds)) { CHECK(0, "pipe"); return; }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        void *p = hpm_malloc(size);   /* hpm_*: the compiler may not drop the pair */
+        hpm_free(p);   /* now cached in this thread (LIST_CACHED) */
+        hpm_free(p);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[512] = "";
+    ssize_t n = 0, k;
+    while (n < (ssize_t)sizeof buf - 1 && (k = read(fds[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0) n += k;
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "size %zu: child status %#x", size, st);
+    CHECK(strncmp(buf, "hpmalloc:", 9) == 0 && strstr(buf, "double free") && strchr(buf, '\n') == buf + strlen(buf) - 1,
+          "size %zu: stderr '%s'", size, buf);
+}
+
+/* ---- threads ---- */
+
+static unsigned char *shared[N];
+
+static void *producer(void *arg) {
+    (void)arg;
+    for (unsigned i = 0; i < N; i++) { shared[i] = malloc(size_of(i)); fill(shared[i], size_of(i), i); }
+    return NULL;
+}
+
+static size_t thread_cache_bytes;
+static void *churn_then_exit(void *arg) {
+    (void)arg;
+    void *q[64];
+    for (int r = 0; r < 50; r++) {
+        for (int i = 0; i < 64; i++) q[i] = malloc(20000 + (size_t)i * 1000);
+        for (int i = 0; i < 64; i++) free(q[i]);
+    }
+    thread_cache_bytes = _hpm_tls_heap->span_cache_bytes;
+    return NULL;
+}
+
+static void test_threads(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, producer, NULL);
+    pthread_join(t, NULL);
+    size_t bad = 0;
+    for (unsigned i = 0; i < N; i++) if (!intact(shared[i], size_of(i), i)) bad++;
+    CHECK(bad == 0, "%zu blocks of the exited producer damaged", bad);
+    for (unsigned i = 0; i < N; i++) free(shared[i]);   /* cross-thread frees of medium blocks */
+    void *again[N];
+    size_t reused = 0;
+    for (unsigned i = 0; i < N; i++) again[i] = malloc(size_of(i));
+    for (unsigned i = 0; i < N; i++) { if (hpm_range(again[i], NULL, NULL)) reused++; free(again[i]); }
+    CHECK(reused == N, "%zu of %u allocated again", reused, N);
+
+    hpm_trim();
+    size_t central_before = _hpm_transfer_bytes();
+    CHECK(central_before == 0, "trim empties the central cache (%zu)", central_before);
+    pthread_create(&t, NULL, churn_then_exit, NULL);
+    pthread_join(t, NULL);
+    CHECK(thread_cache_bytes > 0, "the thread cached spans");
+    CHECK(_hpm_transfer_bytes() >= thread_cache_bytes, "exit returned %zu bytes to the central cache (%zu)",
+          thread_cache_bytes, _hpm_transfer_bytes());
+    /* that memory comes back here without the pageheap: take it */
+    void *q = malloc(20000);
+    CHECK(q && hpm_range(q, NULL, NULL));
+    free(q);
+}
+
+static void test_trim_releases(void) {
+    static void *p[512];
+    for (unsigned i = 0; i < 512; i++) { p[i] = malloc(96 * 1024); memset(p[i], 1, 96 * 1024); }
+    for (unsigned i = 0; i < 512; i++) free(p[i]);
+    hpm_stats_t st;
+    hpm_stats_get(&st);
+    uint64_t released_before = st.hp_released;
+    size_t freed = hpm_trim();
+    hpm_stats_get(&st);
+    printf("after trim: hp_in_use %llu hp_cached %llu released %llu -> %llu, trimmed %zu bytes\n",
+           (unsigned long long)st.hp_in_use, (unsigned long long)st.hp_cached, (unsigned long long)released_before,
+           (unsigned long long)st.hp_released, freed);
+    CHECK(_hpm_transfer_bytes() == 0 && _hpm_tls_heap->span_cache_bytes == 0, "caches empty after trim");
+    CHECK(st.hp_released >= released_before + 20, "48 MiB freed, %llu hugepages released",
+          (unsigned long long)(st.hp_released - released_before));
+    CHECK(st.hp_in_use <= 3 && st.hp_cached == 0, "in use %llu, cached %llu", (unsigned long long)st.hp_in_use,
+          (unsigned long long)st.hp_cached);
+}
+
+int main(void) {
+    test_classes();
+    test_contents_and_bounds();
+    test_double_free_dies(12 * 1024);
+    test_double_free_dies(700 * 1024);
+    test_threads();
+    test_trim_releases();
+    return TEST_DONE();
+}
