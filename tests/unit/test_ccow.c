@@ -32,6 +32,11 @@
 static uint64_t *table;
 static size_t table_words;
 static atomic_int stop_req, pause_req, paused_n;
+/* Threshold modes pre-copy a region while its coverage is between T and
+ * 100%: with full-speed writers plain CoW fills every region within a few
+ * scans, and a starved CCoW thread (a loaded machine) sees none in between.
+ * Slow writers (one write per millisecond each) leave it seconds. */
+static atomic_int slow_writers;
 static long hold_ms;                   /* how long the child holds its snapshot before the checks */
 static uint32_t *counts[N_WRITERS];    /* per writer: how often it bumped each of its words */
 
@@ -45,7 +50,9 @@ static void *writer_main(void *arg) {
     uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(id + 1);
     size_t per = table_words / N_WRITERS;
     while (!atomic_load(&stop_req)) {
-        for (int i = 0; i < 64; i++) {
+        int batch = atomic_load(&slow_writers) ? 1 : 64;
+        if (batch == 1) sleep_ms(1);
+        for (int i = 0; i < batch; i++) {
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
             size_t k = (size_t)(x % per);
             table[k * N_WRITERS + (size_t)id]++;
@@ -255,7 +262,9 @@ int main(void) {
         CHECK(hpm_ccow_config(cases[c].mode, cases[c].rate) == 0);
         _hpm_ccow_set_mech(cases[c].mech);
         /* all: every region; T=50 and adaptive: at least one (writes are uniform, so all get there). */
+        atomic_store(&slow_writers, !cases[c].check_huge);
         one_period(label, cases[c].check_huge ? n_regions : 1, cases[c].check_huge);
+        atomic_store(&slow_writers, 0);
         hpm_stats_t s;
         for (int i = 0; i < 2000; i++) {    /* the period ends once the thread sees the child gone */
             ccow_stats_read(&s);
