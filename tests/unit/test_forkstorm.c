@@ -86,10 +86,23 @@ static void *meta_hammer(void *arg) {
     return NULL;
 }
 
+/* clang 14's ASan and TSan runtimes have no fork handlers: a child forked
+ * while another thread was being created can hang in the runtime's own
+ * pthread_create (docs/tests.md). Under them the child only allocates; the
+ * release and debug builds start its thread too. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CHILD_THREAD 0
+#endif
+#endif
+#ifndef CHILD_THREAD
+#define CHILD_THREAD 1
+#endif
+
 static void child_main(void) {
     void *m = _hpm_meta_alloc(64);         /* takes the metadata lock */
     pthread_t t;
-    int ok = m != NULL && pthread_create(&t, NULL, child_thread, NULL) == 0 && pthread_join(t, NULL) == 0;
+    int ok = m != NULL && (!CHILD_THREAD || (pthread_create(&t, NULL, child_thread, NULL) == 0 && pthread_join(t, NULL) == 0));
     char *big = malloc(3 << 20);
     if (big) memset(big, 2, 4096);
     free(big);
