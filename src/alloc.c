@@ -161,7 +161,7 @@ static inline void free_checked(void *p, const char *fn) {
     s->free = b;
     hpm_used_add(h, -(int64_t)(s->block_bytes));
     s->used--;
-    if (unlikely(s->list != LIST_CURRENT) && (s->list == LIST_FULL || s->used == 0)) free_local_slow(h, s);
+    if (unlikely(hpm_slab_freed_needs_slow(s))) free_local_slow(h, s);
 }
 
 /* ---- the public functions ---- */

@@ -264,6 +264,9 @@ bool _hpm_check_heap(const hpm_heap_t *h, char *why) {
             if (!_hpm_check_span(cur, why)) return false;
         }
         if (!check_slab_list(h, h->avail[c], c, LIST_AVAIL, why)) return false;
+        const hpm_span_t *last = h->avail[c];
+        while (last && last->next) last = last->next;
+        if (h->avail_tail[c] != last) return bad(why, "class %u: the avail tail is not the list's last slab", c);
         if (!check_slab_list(h, h->full[c], c, LIST_FULL, why)) return false;
     }
     size_t bytes = 0;

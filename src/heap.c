@@ -55,6 +55,31 @@ static hpm_span_t *slist_pop(hpm_span_t **head) {
     return s;
 }
 
+/* The avail list is a queue: slabs join at the tail and are taken from
+ * the head, so a slab that left the full list is reused only after the
+ * others, by which time it has gathered more frees. (A stack would hand
+ * out a slab with one free block, which fills again at once: one slow
+ * path per allocation in a random free pattern such as alloc-test.) */
+static void avail_append(hpm_heap_t *h, unsigned cls, hpm_span_t *s) {
+    hpm_span_t *tail = h->avail_tail[cls];
+    s->next = NULL;
+    s->prev = tail;
+    if (tail) tail->next = s; else __atomic_store_n(&h->avail[cls], s, __ATOMIC_RELAXED);
+    h->avail_tail[cls] = s;
+    s->list = LIST_AVAIL;
+}
+
+static void avail_remove(hpm_heap_t *h, unsigned cls, hpm_span_t *s) {
+    if (h->avail_tail[cls] == s) h->avail_tail[cls] = s->prev;
+    slist_remove(&h->avail[cls], s);
+}
+
+static hpm_span_t *avail_pop(hpm_heap_t *h, unsigned cls) {
+    hpm_span_t *s = h->avail[cls];
+    if (s) avail_remove(h, cls, s);
+    return s;
+}
+
 /* ---- slabs to and from the pageheap ---- */
 
 static void slab_release(hpm_span_t *s) {
@@ -109,8 +134,8 @@ static void heap_release_kept(hpm_heap_t *h) {
 /* Make every free block of the slab available (blocks of pages given back
  * by subrelease). True when it has a free block. */
 static bool slab_gather(hpm_span_t *s) {
-    if (!s->free) _hpm_slab_refill(s);
-    if (!s->free) _hpm_slab_extend(s);
+    if (!s->free && s->held_pages_mask) _hpm_slab_refill(s);
+    if (!s->free && s->fresh < s->capacity) _hpm_slab_extend(s);
     return s->free != NULL;
 }
 
@@ -154,7 +179,7 @@ static bool free_abandoned(hpm_heap_t *h, hpm_span_t *s, void **b) {
     if (adopt) atomic_store_explicit(&s->owner, h, memory_order_relaxed);
     pthread_mutex_unlock(&abandoned_lock[cls]);
     if (empty) slab_release(s);   /* no live block left: nobody else can reach it */
-    else if (adopt) slist_push(&h->avail[cls], s, LIST_AVAIL);
+    else if (adopt) avail_append(h, cls, s);
     return true;
 }
 
@@ -186,7 +211,7 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
         h->current[cls] = &_hpm_empty_span;
         slist_push(&h->full[cls], s, LIST_FULL);
     }
-    while ((s = slist_pop(&h->avail[cls]))) {
+    while ((s = avail_pop(h, cls))) {
         if (slab_gather(s)) break;
         slist_push(&h->full[cls], s, LIST_FULL);
     }
@@ -206,10 +231,10 @@ void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
     unsigned cls = s->class_idx;
     if (s->list == LIST_FULL) {
         slist_remove(&h->full[cls], s);
-        slist_push(&h->avail[cls], s, LIST_AVAIL);
+        avail_append(h, cls, s);
     }
     if (s->used == 0 && s->list == LIST_AVAIL) {
-        slist_remove(&h->avail[cls], s);
+        avail_remove(h, cls, s);
         slab_retire(h, s);
     }
 }
@@ -228,7 +253,7 @@ static void heap_abandon(hpm_heap_t *h) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
         h->current[c] = &_hpm_empty_span;
-        h->avail[c] = h->full[c] = NULL;
+        h->avail[c] = h->avail_tail[c] = h->full[c] = NULL;
         for (int l = 0; l < 3; l++) {
             for (hpm_span_t *s = lists[l], *next; s; s = next) {
                 next = l == 0 ? NULL : s->next;
@@ -283,7 +308,7 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     }
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         h->current[c] = &_hpm_empty_span;
-        h->avail[c] = h->full[c] = h->empty[c] = NULL;
+        h->avail[c] = h->avail_tail[c] = h->full[c] = h->empty[c] = NULL;
         h->slabs_made[c] = 0;
     }
     h->empty_slabs = 0;
@@ -328,7 +353,7 @@ void _hpm_heap_release_empty(bool shed) {
         }
         for (s = h->avail[c]; s; ) {
             hpm_span_t *next = s->next;
-            if (s->used == 0) { slist_remove(&h->avail[c], s); slab_release(s); }
+            if (s->used == 0) { avail_remove(h, c, s); slab_release(s); }
             else if (shed) _hpm_slab_shed(s);
             s = next;
         }

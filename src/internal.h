@@ -296,7 +296,8 @@ typedef struct { hpm_heap_t *to; void **head, **tail; uint32_t count; } hpm_outb
 struct hpm_heap_s {
     int64_t used_bytes;                 /* this thread's net allocated bytes (first: shares a line with current[]) */
     hpm_span_t *current[HPM_CLASSES];   /* never NULL: an empty sentinel when none */
-    hpm_span_t *avail[HPM_CLASSES];     /* slabs with free blocks (besides current) */
+    hpm_span_t *avail[HPM_CLASSES];     /* slabs with free blocks (besides current), oldest first */
+    hpm_span_t *avail_tail[HPM_CLASSES]; /* newest of avail: a slab that gets a free while full joins here */
     hpm_span_t *full[HPM_CLASSES];      /* slabs with no free block when last looked at */
     hpm_span_t *empty[HPM_CLASSES];     /* emptied slabs kept for reuse (at most HPM_HEAP_EMPTY_SLABS in all) */
     uint32_t empty_slabs;
@@ -345,12 +346,22 @@ static inline void hpm_used_add(hpm_heap_t *h, int64_t delta) {
  * other threads read it for blocks they hold, which are below it. */
 static inline uint32_t hpm_slab_fresh(const hpm_span_t *s) { return __atomic_load_n(&s->fresh, __ATOMIC_RELAXED); }
 
+/* After a local free: the slab was full (it becomes available) or is now
+ * empty and not current (it is retired). One branch, computed without
+ * jumps: whether a freed block's slab is the current one is a coin toss in
+ * a random free pattern (larson), and testing it on its own mispredicted
+ * about every other free. */
+static inline bool hpm_slab_freed_needs_slow(const hpm_span_t *s) {
+    unsigned list = s->list;
+    return (list == LIST_FULL) | ((s->used == 0) & (list != LIST_CURRENT));
+}
+
 /* A checked block back onto a slab h owns. */
 static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
     b[0] = s->free;
     s->free = b;
     s->used--;
-    if (unlikely(s->list != LIST_CURRENT) && (s->list == LIST_FULL || s->used == 0)) _hpm_heap_free_slow(h, s);
+    if (unlikely(hpm_slab_freed_needs_slow(s))) _hpm_heap_free_slow(h, s);
 }
 
 /* remote.c */
