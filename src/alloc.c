@@ -117,10 +117,14 @@ static __attribute__((noinline, cold, noreturn)) void free_bad_block(hpm_span_t 
     _hpm_fatal(fn, p, "double free (block is already free)");
 }
 
+/* b is a formatted block's start and not already free. b lies in one of
+ * the slab's pages, so b >= start; below fresh_end the offset is under
+ * 2^32 (a slab is at most 64 KiB), where the div_magic test is exact
+ * (Lemire, Kaser and Kurz, "Faster remainder by direct computation"). */
 static inline bool block_ok(const hpm_span_t *s, void **b) {
     uintptr_t off = (uintptr_t)b - s->start;
-    uint32_t idx = (uint32_t)((off * s->recip) >> 32);
-    return (uintptr_t)idx * s->block_bytes == off && idx < hpm_slab_fresh(s) && (uint64_t)b[1] != hpm_cookie(b);
+    return (uintptr_t)b < __atomic_load_n(&s->fresh_end, __ATOMIC_RELAXED) && off * s->div_magic < s->div_magic &&
+           (uint64_t)b[1] != hpm_cookie(b);
 }
 
 /* Everything but a local free into a slab: spans, other threads' and

@@ -216,6 +216,10 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
     const hpm_class_t *k = &_hpm_classes[s->class_idx];
     if (s->class_idx >= HPM_CLASSES || s->block_bytes != k->block_bytes || s->recip != k->recip)
         return bad(why, "slab %p: class %u does not match its block size %u", (void *)s->start, s->class_idx, s->block_bytes);
+    if (s->div_magic != k->div_magic)
+        return bad(why, "slab %p: block-start constant does not match class %u", (void *)s->start, s->class_idx);
+    if (s->fresh_end != s->start + (uintptr_t)s->fresh * s->block_bytes)
+        return bad(why, "slab %p: formatted end %p for %u blocks of %u bytes", (void *)s->start, (void *)s->fresh_end, s->fresh, s->block_bytes);
     if (s->capacity != ((size_t)s->n_pages << HPM_PAGE_SHIFT) / s->block_bytes)
         return bad(why, "slab %p: capacity %u for %u pages of %u bytes", (void *)s->start, s->capacity, s->n_pages, s->block_bytes);
     uint32_t n_free = 0;

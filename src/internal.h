@@ -70,6 +70,7 @@ typedef struct {
     uint32_t slab_pages;
     uint32_t capacity;       /* blocks per slab */
     uint32_t recip;          /* ceil(2^32 / block_bytes), for division by multiply */
+    uint64_t div_magic;      /* ceil(2^64 / block_bytes): n < 2^32 is a multiple of block_bytes iff n * div_magic < div_magic (mod 2^64) */
 } hpm_class_t;
 
 HPM_INTERNAL extern hpm_class_t _hpm_classes[HPM_CLASSES];
@@ -91,23 +92,25 @@ typedef struct hpm_heap_s hpm_heap_t;
 typedef struct hpm_span_s hpm_span_t;
 
 struct hpm_span_s {
-    /* hot: owner thread only */
-    void *free;                     /* free blocks, LIFO */
+    /* hot (the first cache line holds everything malloc and free read) */
+    void *free;                     /* free blocks, LIFO (owner only) */
     uint32_t used;                  /* live blocks (remote frees not yet collected count as live) */
-    uint32_t capacity;
     uint32_t block_bytes;
-    uint32_t recip;
     uintptr_t start;
-    /* shared */
     _Atomic(hpm_heap_t *) owner;    /* NULL when abandoned or not a slab */
+    uintptr_t fresh_end;            /* start + fresh * block_bytes: the end of the formatted blocks */
+    uint64_t div_magic;             /* the class's div_magic (block-start check) */
     uint8_t kind;
     uint8_t class_idx;
     uint8_t list;                   /* which heap list it is on */
     uint8_t clean;                  /* pages were all untouched when allocated (calloc skips zeroing) */
+    uint32_t recip;
+    uint32_t fresh;                 /* slab blocks [0, fresh) have been formatted; the rest never used (slab.c) */
+    uint32_t capacity;
+    /* cold */
     uint32_t n_pages;
     uint32_t held_blocks;           /* free blocks kept off the free list: their pages were given back */
     uint32_t held_pages_mask;       /* slab pages given back while the slab lives (slab.c) */
-    uint32_t fresh;                 /* slab blocks [0, fresh) have been formatted; the rest never used (slab.c) */
     hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
 };
 

@@ -22,6 +22,7 @@ void _hpm_classes_init(void) {
         k->slab_pages = 16;
         k->capacity = (k->slab_pages * (uint32_t)HPM_PAGE_BYTES) / k->block_bytes;
         k->recip = (uint32_t)(((1ull << 32) + k->block_bytes - 1) / k->block_bytes);
+        k->div_magic = UINT64_MAX / k->block_bytes + 1;
     }
     for (unsigned i = 0; i <= (1024 >> 4); i++) {
         size_t size = i == 0 ? 1 : (size_t)i << 4;

@@ -22,11 +22,14 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->class_idx = (uint8_t)cls;
     s->block_bytes = k->block_bytes;
     s->recip = k->recip;
+    s->div_magic = k->div_magic;
     s->capacity = (uint32_t)(((size_t)s->n_pages << HPM_PAGE_SHIFT) / k->block_bytes);
     s->used = 0;
     s->held_blocks = 0;
     s->held_pages_mask = 0;
+    hpm_assert((size_t)s->capacity * k->block_bytes < ((size_t)1 << 32));   /* for the div_magic check */
     __atomic_store_n(&s->fresh, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fresh_end, s->start, __ATOMIC_RELAXED);
     s->free = NULL;
     _hpm_slab_extend(s);
 }
@@ -49,6 +52,7 @@ bool _hpm_slab_extend(hpm_span_t *s) {
     }
     s->free = list;
     __atomic_store_n(&s->fresh, s->fresh + n, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fresh_end, s->start + (uintptr_t)s->fresh * s->block_bytes, __ATOMIC_RELAXED);
     return true;
 }
 

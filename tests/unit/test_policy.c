@@ -308,10 +308,25 @@ static void test_checker_finds_damage(void) {
     CHECK(_hpm_check_pageheap(ph, why), "sound again after the damage is undone: %s", why);
 }
 
+/* free()'s block-start test (off * div_magic < div_magic) must agree with
+ * off % block_bytes == 0 for every offset inside the largest slab, for
+ * every class. */
+static void test_block_start_magic(void) {
+    size_t wrong = 0, tried = 0;
+    for (unsigned c = 0; c < HPM_CLASSES; c++) {
+        const hpm_class_t *k = &_hpm_classes[c];
+        size_t end = (size_t)k->slab_pages << HPM_PAGE_SHIFT;
+        for (uint64_t off = 0; off < end + 64; off++, tried++)
+            if ((off * k->div_magic < k->div_magic) != (off % k->block_bytes == 0)) wrong++;
+    }
+    CHECK(wrong == 0, "%zu of %zu offsets judged wrongly", wrong, tried);
+}
+
 int main(void) {
     void *volatile first = malloc(1);   /* initialise the real allocator (metadata) */
     free(first);
     test_bits();
+    test_block_start_magic();
     test_fill_before_break();
     test_small_start();
     test_hybrid();
