@@ -67,15 +67,16 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     return (void *)s->start;
 }
 
-static inline void *alloc_any(size_t size, bool zero) {
+static inline __attribute__((always_inline)) void *alloc_any(size_t size, bool zero) {
     hpm_heap_t *h = heap_get();
     if (unlikely(!h)) { errno = ENOMEM; return NULL; }
-    if (likely(size <= HPM_SMALL_MAX_BYTES)) {
-        void *p = alloc_class(h, hpm_size_class(size));
-        if (zero && p) memset(p, 0, size);
-        return p;
-    }
-    return alloc_span(h, size, HPM_PAGE_BYTES, zero);
+    unsigned cls;
+    if (likely(size <= 1024)) cls = _hpm_class_of16[(size + 15) >> 4];   /* one size test for the common case */
+    else if (size <= HPM_SMALL_MAX_BYTES) cls = hpm_size_class(size);
+    else return alloc_span(h, size, HPM_PAGE_BYTES, zero);
+    void *p = alloc_class(h, cls);
+    if (zero && p) memset(p, 0, size);
+    return p;
 }
 
 static void *alloc_aligned(size_t alignment, size_t size) {
@@ -140,7 +141,7 @@ static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, v
         hpm_used_add(h, -(int64_t)(s->block_bytes));
         hpm_remote_poll(h);
     }
-    _hpm_free_other(h, b);
+    _hpm_free_other_in(h, s, b);
 }
 
 /* A local free into a slab that is not current. */

@@ -183,8 +183,9 @@ static bool free_abandoned(hpm_heap_t *h, hpm_span_t *s, void **b) {
     return true;
 }
 
-void _hpm_free_other(hpm_heap_t *h, void **b) {
-    hpm_span_t *s = hpm_span_of(b);
+void _hpm_free_other(hpm_heap_t *h, void **b) { _hpm_free_other_in(h, hpm_span_of(b), b); }
+
+void _hpm_free_other_in(hpm_heap_t *h, hpm_span_t *s, void **b) {
     for (;;) {
         hpm_heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
         if (owner != NULL && owner == h) { hpm_slab_free_local(h, s, b); return; }

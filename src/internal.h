@@ -328,6 +328,8 @@ HPM_INTERNAL void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);
 /* Free the checked block b of a slab that h (may be NULL) does not own:
  * to its owner's inbox, or into the abandoned slab (adopting it). */
 HPM_INTERNAL void _hpm_free_other(hpm_heap_t *h, void **b);
+/* The same, for a caller that has looked up the block's slab s already. */
+HPM_INTERNAL void _hpm_free_other_in(hpm_heap_t *h, hpm_span_t *s, void **b);
 HPM_INTERNAL int64_t _hpm_heaps_used_bytes(void);
 HPM_INTERNAL void _hpm_heaps_reclaim_abandoned(bool shed);
 HPM_INTERNAL void _hpm_heap_release_empty(bool shed);

@@ -85,7 +85,7 @@ static void process(hpm_heap_t *h, void **list) {
         next = b[0];
         hpm_span_t *s = hpm_span_of(b);
         if (atomic_load_explicit(&s->owner, memory_order_relaxed) == h) hpm_slab_free_local(h, s, b);
-        else _hpm_free_other(h, b);
+        else _hpm_free_other_in(h, s, b);
     }
 }
 
