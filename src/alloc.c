@@ -35,7 +35,7 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
         s->free = b[0];
         b[1] = NULL;
         s->used++;
-        hpm_used_add(h, s->block_bytes);
+        hpm_used_add(h, s->block_bytes_owner);
         return b;
     }
     void *p = _hpm_heap_alloc_slow(h, cls);
@@ -140,6 +140,8 @@ static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, v
     if (h) {
         hpm_used_add(h, -(int64_t)(s->block_bytes));
         hpm_remote_poll(h);
+        hpm_heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+        if (likely(owner != NULL && owner != h)) { hpm_remote_push(h, owner, b); return; }   /* the common remote free */
     }
     _hpm_free_other_in(h, s, b);
 }
@@ -164,7 +166,7 @@ static inline void free_checked(void *p, const char *fn) {
     b[1] = (void *)hpm_cookie(b);
     b[0] = s->free;
     s->free = b;
-    hpm_used_add(h, -(int64_t)(s->block_bytes));
+    hpm_used_add(h, -(int64_t)(s->block_bytes_owner));
     s->used--;
     if (unlikely(hpm_slab_freed_needs_slow(s))) free_local_slow(h, s);
 }

@@ -216,6 +216,8 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
     const hpm_class_t *k = &_hpm_classes[s->class_idx];
     if (s->class_idx >= HPM_CLASSES || s->block_bytes != k->block_bytes || s->recip != k->recip)
         return bad(why, "slab %p: class %u does not match its block size %u", (void *)s->start, s->class_idx, s->block_bytes);
+    if (s->block_bytes_owner != s->block_bytes)
+        return bad(why, "slab %p: the owner's copy of the block size is %u, not %u", (void *)s->start, s->block_bytes_owner, s->block_bytes);
     if (s->div_magic != k->div_magic)
         return bad(why, "slab %p: block-start constant does not match class %u", (void *)s->start, s->class_idx);
     if (s->fresh_end != s->start + (uintptr_t)s->fresh * s->block_bytes)

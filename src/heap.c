@@ -199,7 +199,7 @@ static inline void *slab_pop(hpm_heap_t *h, hpm_span_t *s) {
     s->free = b[0];
     b[1] = NULL;
     s->used++;
-    hpm_used_add(h, s->block_bytes);
+    hpm_used_add(h, s->block_bytes_owner);
     return b;
 }
 

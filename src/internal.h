@@ -92,27 +92,34 @@ typedef struct hpm_heap_s hpm_heap_t;
 typedef struct hpm_span_s hpm_span_t;
 
 struct hpm_span_s {
-    /* hot (the first cache line holds everything malloc and free read) */
-    void *free;                     /* free blocks, LIFO (owner only) */
-    uint32_t used;                  /* live blocks (remote frees not yet collected count as live) */
-    uint32_t block_bytes;
+    /* Line 0: written when the span is set up (and fresh/fresh_end as a
+     * slab is formatted, a page at a time), read by every thread that
+     * frees into it. Other threads never read line 1, so a remote free
+     * does not pull the owner's hot line away (xmalloc-test: the span's
+     * line went back and forth on every free). */
     uintptr_t start;
     _Atomic(hpm_heap_t *) owner;    /* NULL when abandoned or not a slab */
     uintptr_t fresh_end;            /* start + fresh * block_bytes: the end of the formatted blocks */
     uint64_t div_magic;             /* the class's div_magic (block-start check) */
-    uint8_t kind;
-    uint8_t class_idx;
-    uint8_t list;                   /* which heap list it is on */
-    uint8_t clean;                  /* pages were all untouched when allocated (calloc skips zeroing) */
+    uint32_t block_bytes;
     uint32_t recip;
     uint32_t fresh;                 /* slab blocks [0, fresh) have been formatted; the rest never used (slab.c) */
     uint32_t capacity;
-    /* cold */
     uint32_t n_pages;
+    uint8_t kind;
+    uint8_t class_idx;
+    uint8_t clean;                  /* pages were all untouched when allocated (calloc skips zeroing) */
+    /* Line 1: the owner's (or, for an abandoned slab, the class lock
+     * holder's): what malloc and a local free write. */
+    void *free __attribute__((aligned(64)));   /* free blocks, LIFO */
+    uint32_t used;                  /* live blocks (remote frees not yet collected count as live) */
+    uint32_t block_bytes_owner;     /* block_bytes again, on this line, for the fast paths' counting */
+    uint8_t list;                   /* which heap list it is on */
     uint32_t held_blocks;           /* free blocks kept off the free list: their pages were given back */
     uint32_t held_pages_mask;       /* slab pages given back while the slab lives (slab.c) */
     hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
 };
+_Static_assert(sizeof(hpm_span_t) == 128, "a span record is two cache lines");
 
 /* A growable region of reserved metadata address space (meta.c). */
 typedef struct { uintptr_t base, committed, used, limit; } hpm_meta_region_t;
@@ -371,6 +378,24 @@ static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
 
 /* remote.c */
 HPM_INTERNAL void _hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b);
+/* The outbox slot for owner to: a hash of its address. */
+static inline unsigned hpm_outbox_slot(const hpm_heap_t *to) {
+    return (unsigned)(((uintptr_t)to >> 6) * 0x9e3779b9u >> 29) & (HPM_OUTBOX_SLOTS - 1);
+}
+/* A remote free into a batch that is open for to and not about to fill:
+ * three stores, inline; anything else (a new owner for the slot, a first
+ * block, a full batch, no heap) goes to _hpm_remote_push. */
+static inline void hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b) {
+    hpm_outbox_t *o = &h->outbox[hpm_outbox_slot(to)];
+    if (unlikely(o->to != to || o->count == 0 || o->count >= HPM_OUTBOX_BATCH - 1)) {
+        _hpm_remote_push(h, to, b);
+        return;
+    }
+    b[0] = o->head;
+    o->head = b;
+    o->count++;
+    h->outbox_blocks++;
+}
 HPM_INTERNAL void _hpm_remote_flush(hpm_heap_t *h);
 HPM_INTERNAL void _hpm_remote_drain(hpm_heap_t *h);
 HPM_INTERNAL void _hpm_remote_close(hpm_heap_t *h);

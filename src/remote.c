@@ -23,10 +23,6 @@
 
 #define INBOX_CLOSED ((void *)1)
 
-static inline unsigned slot_of(const hpm_heap_t *to) {
-    return (unsigned)(((uintptr_t)to >> 6) * 0x9e3779b9u >> 29) & (HPM_OUTBOX_SLOTS - 1);
-}
-
 /* Push the list head..tail onto to's inbox. False when it is closed. */
 static bool send(hpm_heap_t *to, void **head, void **tail) {
     void *old = atomic_load_explicit(&to->inbox, memory_order_relaxed);
@@ -58,7 +54,7 @@ void _hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b) {
         if (!send(to, b, b)) _hpm_free_other(NULL, b);
         return;
     }
-    hpm_outbox_t *o = &h->outbox[slot_of(to)];
+    hpm_outbox_t *o = &h->outbox[hpm_outbox_slot(to)];
     if (o->to != to) {
         if (o->count) flush_slot(h, o);
         o->to = to;
