@@ -312,6 +312,7 @@ hpm_heap_t *_hpm_heap_acquire(void) {
         h->avail[c] = h->avail_tail[c] = h->full[c] = h->empty[c] = NULL;
         h->slabs_made[c] = 0;
     }
+    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) h->span_refills[c] = 0;
     h->empty_slabs = 0;
     _hpm_remote_open(h);
     h->colour_mask = (uint64_t)_hpm_option(HPM_OPT_COLORS);

@@ -315,6 +315,7 @@ struct hpm_heap_s {
     uint64_t colour_mask;
     hpm_span_t *span_cache[HPM_MEDIUM_CLASSES];    /* free medium spans by medium class */
     uint8_t span_cache_n[HPM_MEDIUM_CLASSES];
+    uint8_t span_refills[HPM_MEDIUM_CLASSES];   /* refills of each class's list, saturating (slow start) */
     size_t span_cache_bytes;
     hpm_heap_t *next_all;               /* every heap ever made */
     hpm_heap_t *next_free;              /* retired heaps */

@@ -3,7 +3,8 @@
  * and frees. Medium requests are rounded up to one of HPM_MEDIUM_CLASSES
  * page counts (4 per power of two, internal.h); per class the thread
  * keeps a LIFO list of free spans. An empty list refills with a batch
- * from the central cache (transfer.c), which refills from the pageheap; a
+ * from the central cache (transfer.c), which refills from the pageheap
+ * (the first refills of a class with 1, 2, 4, ... spans: slow start); a
  * list longer than two batches, or a cache over HPM_SPANCACHE_MAX_BYTES,
  * drains a batch back. Thread exit returns the cache to the central
  * cache; malloc_trim/hpm_trim return it to the pageheap.
@@ -44,8 +45,14 @@ hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
     unsigned cls = hpm_medium_class(n_pages);
     hpm_span_t *s = h->span_cache[cls];
     if (unlikely(!s)) {
-        unsigned got;
-        s = _hpm_transfer_get(cls, hpm_medium_batch(cls), &got);
+        /* Slow start: the first refills of a class take 1, 2, 4, ... spans,
+         * up to the full batch, so a program that asks for a medium size
+         * once or twice (python3 -c pass) does not hold a whole batch of
+         * it (a batch of the largest classes is 2 MiB). */
+        unsigned got, want = hpm_medium_batch(cls), r = h->span_refills[cls];
+        if (r < 8 && (1u << r) < want) want = 1u << r;
+        if (r < 255) h->span_refills[cls] = (uint8_t)(r + 1);
+        s = _hpm_transfer_get(cls, want, &got);
         if (!s) return NULL;
         hpm_span_t *rest = s->next;
         size_t bytes = hpm_medium_pages(cls) << HPM_PAGE_SHIFT;
