@@ -109,19 +109,23 @@ void _hpm_transfer_put(unsigned cls, hpm_span_t *chain, unsigned n) {
     chain_free(chain);
 }
 
-/* Under the pageheap lock from the first list taken to the last span
- * given back, so that a trim in another thread (which releases through
- * here and then trims the pageheap) waits for a background release in
- * progress: spans taken off a list but not yet back in the pageheap would
- * otherwise empty their hugepages just after that trim (test_api's trim
- * check found 6 cached hugepages in 1 of about 50 debug runs). The class
- * locks are leaves, so taking them under the pageheap lock is in order. */
+/* Releases are serialized by release_lock, held from the first list
+ * taken to the last span given back: a trim in another thread (which
+ * releases through here and then trims the pageheap) waits for a
+ * background release in progress, whose spans, off their lists but not yet
+ * in the pageheap, would otherwise empty their hugepages just after that
+ * trim (test_api's trim check found 6 cached hugepages in 1 of about 50
+ * debug runs). Order: release_lock, then a class lock, then the pageheap
+ * lock (never a class lock under the pageheap lock: fork's prepare
+ * handler takes the class locks before it). The fork child re-creates
+ * release_lock. */
+static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void _hpm_transfer_release(bool idle_only) {
-    bool locked = false;
+    pthread_mutex_lock(&release_lock);
     for (unsigned cls = 0; cls < HPM_MEDIUM_CLASSES; cls++) {
         central_t *c = &central[cls];
         if (!__atomic_load_n(&c->head, __ATOMIC_RELAXED)) continue;
-        if (!locked) { pthread_mutex_lock(&_hpm_ph.lock); locked = true; }
         central_lock(c);
         hpm_span_t *chain = NULL;
         unsigned n = 0;
@@ -134,14 +138,9 @@ void _hpm_transfer_release(bool idle_only) {
         c->taken = false;
         central_unlock(c);
         __atomic_sub_fetch(&central_bytes, n * medium_class_bytes(cls), __ATOMIC_RELAXED);
-        for (hpm_span_t *s = chain, *next; s; s = next) {
-            next = s->next;
-            s->next = NULL;
-            s->list = LIST_NONE;
-            _hpm_ph_free_span(&_hpm_ph, s);
-        }
+        chain_free(chain);
     }
-    if (locked) pthread_mutex_unlock(&_hpm_ph.lock);
+    pthread_mutex_unlock(&release_lock);
 }
 
 size_t _hpm_transfer_bytes(void) { return __atomic_load_n(&central_bytes, __ATOMIC_RELAXED); }
@@ -155,4 +154,7 @@ void _hpm_transfer_fork_parent(void) {
     for (unsigned cls = 0; cls < HPM_MEDIUM_CLASSES; cls++) central_unlock(&central[cls]);
 }
 
-void _hpm_transfer_fork_child(void) { _hpm_transfer_fork_parent(); }
+void _hpm_transfer_fork_child(void) {
+    _hpm_transfer_fork_parent();
+    pthread_mutex_init(&release_lock, NULL);   /* a background release may have held it at fork */
+}
