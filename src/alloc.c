@@ -71,7 +71,7 @@ static inline __attribute__((always_inline)) void *alloc_any(size_t size, bool z
     hpm_heap_t *h = heap_get();
     if (unlikely(!h)) { errno = ENOMEM; return NULL; }
     unsigned cls;
-    if (likely(size <= 1024)) cls = _hpm_class_of16[(size + 15) >> 4];   /* one size test for the common case */
+    if (likely(size <= 1024)) cls = hpm_size_class_tiny(size);   /* one size test for the common case */
     else if (size <= HPM_SMALL_MAX_BYTES) cls = hpm_size_class(size);
     else return alloc_span(h, size, HPM_PAGE_BYTES, zero);
     void *p = alloc_class(h, cls);

@@ -220,8 +220,9 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
         return bad(why, "slab %p: the owner's copy of the block size is %u, not %u", (void *)s->start, s->block_bytes_owner, s->block_bytes);
     if (s->div_magic != k->div_magic)
         return bad(why, "slab %p: block-start constant does not match class %u", (void *)s->start, s->class_idx);
-    if (s->fresh_end != s->start + (uintptr_t)s->fresh * s->block_bytes)
-        return bad(why, "slab %p: formatted end %p for %u blocks of %u bytes", (void *)s->start, (void *)s->fresh_end, s->fresh, s->block_bytes);
+    uint32_t fresh = hpm_slab_fresh(s);
+    if (s->fresh_end < s->start || (s->fresh_end - s->start) % s->block_bytes)
+        return bad(why, "slab %p: formatted end %p is not a block boundary of %u bytes", (void *)s->start, (void *)s->fresh_end, s->block_bytes);
     if (s->capacity != ((size_t)s->n_pages << HPM_PAGE_SHIFT) / s->block_bytes)
         return bad(why, "slab %p: capacity %u for %u pages of %u bytes", (void *)s->start, s->capacity, s->n_pages, s->block_bytes);
     uint32_t n_free = 0;
@@ -234,10 +235,10 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
             return bad(why, "slab %p: free block %p lies on a given-back page", (void *)s->start, (void *)b);
         if ((uint64_t)b[1] != hpm_cookie(b)) return bad(why, "slab %p: free block %p lost its cookie", (void *)s->start, (void *)b);
     }
-    if (s->fresh > s->capacity) return bad(why, "slab %p: %u blocks formatted of %u", (void *)s->start, s->fresh, s->capacity);
-    if ((uint64_t)s->used + n_free + s->held_blocks != s->fresh)   /* blocks past fresh were never used */
+    if (fresh > s->capacity) return bad(why, "slab %p: %u blocks formatted of %u", (void *)s->start, fresh, s->capacity);
+    if ((uint64_t)s->used + n_free + s->held_blocks != fresh)   /* blocks past fresh were never used */
         return bad(why, "slab %p (%u pages of %u-byte blocks, given-back pages 0x%x): %u used + %u free + %u held != formatted %u",
-                   (void *)s->start, s->n_pages, s->block_bytes, s->held_pages_mask, s->used, n_free, s->held_blocks, s->fresh);
+                   (void *)s->start, s->n_pages, s->block_bytes, s->held_pages_mask, s->used, n_free, s->held_blocks, fresh);
     if (!s->held_pages_mask && s->held_blocks) return bad(why, "slab %p: %u held blocks and no held page", (void *)s->start, s->held_blocks);
     return true;
 }

@@ -135,7 +135,7 @@ static void heap_release_kept(hpm_heap_t *h) {
  * by subrelease). True when it has a free block. */
 static bool slab_gather(hpm_span_t *s) {
     if (!s->free && s->held_pages_mask) _hpm_slab_refill(s);
-    if (!s->free && s->fresh < s->capacity) _hpm_slab_extend(s);
+    if (!s->free) _hpm_slab_extend(s);   /* false when every block is formatted */
     return s->free != NULL;
 }
 
@@ -409,7 +409,7 @@ static void heap_repair(hpm_heap_t *h) {
             for (hpm_span_t *s = lists[l]; s; s = l == 0 ? NULL : s->next) {
                 uint32_t n = 0;
                 for (void **b = s->free; b && n <= s->capacity; b = b[0]) n++;
-                s->used = s->fresh - n - s->held_blocks;
+                s->used = hpm_slab_fresh(s) - n - s->held_blocks;
             }
         }
     }

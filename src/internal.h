@@ -77,8 +77,11 @@ HPM_INTERNAL extern hpm_class_t _hpm_classes[HPM_CLASSES];
 HPM_INTERNAL extern uint8_t _hpm_class_of16[(1024 >> 4) + 1];
 HPM_INTERNAL void _hpm_classes_init(void);
 
+/* The class of a size up to 1024 bytes: one table load. */
+static inline unsigned hpm_size_class_tiny(size_t size) { return _hpm_class_of16[(size + 15) >> 4]; }
+
 static inline unsigned hpm_size_class(size_t size) {
-    if (likely(size <= 1024)) return _hpm_class_of16[(size + 15) >> 4];
+    if (likely(size <= 1024)) return hpm_size_class_tiny(size);
     size_t s = size - 1;
     unsigned b = 63u - (unsigned)__builtin_clzl(s);          /* 10..12 */
     return 8u + (b - 7u) * 8u + (unsigned)((s >> (b - 3u)) & 7u);
@@ -92,18 +95,17 @@ typedef struct hpm_heap_s hpm_heap_t;
 typedef struct hpm_span_s hpm_span_t;
 
 struct hpm_span_s {
-    /* Line 0: written when the span is set up (and fresh/fresh_end as a
-     * slab is formatted, a page at a time), read by every thread that
+    /* Line 0: written when the span is set up (and fresh_end as a slab
+     * is formatted, a page at a time), read by every thread that
      * frees into it. Other threads never read line 1, so a remote free
      * does not pull the owner's hot line away (xmalloc-test: the span's
      * line went back and forth on every free). */
     uintptr_t start;
     _Atomic(hpm_heap_t *) owner;    /* NULL when abandoned or not a slab */
-    uintptr_t fresh_end;            /* start + fresh * block_bytes: the end of the formatted blocks */
+    uintptr_t fresh_end;            /* the end of the formatted blocks: [start, fresh_end) were formatted, the rest never used (slab.c) */
     uint64_t div_magic;             /* the class's div_magic (block-start check) */
     uint32_t block_bytes;
     uint32_t recip;
-    uint32_t fresh;                 /* slab blocks [0, fresh) have been formatted; the rest never used (slab.c) */
     uint32_t capacity;
     uint32_t n_pages;
     uint8_t kind;
@@ -355,9 +357,14 @@ static inline void hpm_used_add(hpm_heap_t *h, int64_t delta) {
     __atomic_store_n(&h->used_bytes, __atomic_load_n(&h->used_bytes, __ATOMIC_RELAXED) + delta, __ATOMIC_RELAXED);
 }
 
-/* Formatted blocks of a slab: grows while the slab lives (owner only);
- * other threads read it for blocks they hold, which are below it. */
-static inline uint32_t hpm_slab_fresh(const hpm_span_t *s) { return __atomic_load_n(&s->fresh, __ATOMIC_RELAXED); }
+/* Formatted blocks of a slab, from fresh_end: grows while the slab lives
+ * (owner only); other threads read it for blocks they hold, which are
+ * below it. The offset is a multiple of block_bytes under 2^32, so the
+ * multiply by the reciprocal is exact. */
+static inline uint32_t hpm_slab_fresh(const hpm_span_t *s) {
+    uintptr_t bytes = __atomic_load_n(&s->fresh_end, __ATOMIC_RELAXED) - s->start;
+    return (uint32_t)((bytes * s->recip) >> 32);
+}
 
 /* After a local free: the slab was full (it becomes available) or is now
  * empty and not current (it is retired). One branch, computed without

@@ -29,7 +29,6 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->held_blocks = 0;
     s->held_pages_mask = 0;
     hpm_assert((size_t)s->capacity * k->block_bytes < ((size_t)1 << 32));   /* for the div_magic check */
-    __atomic_store_n(&s->fresh, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->fresh_end, s->start, __ATOMIC_RELAXED);
     s->free = NULL;
     _hpm_slab_extend(s);
@@ -39,21 +38,21 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
  * is used a little costs only the pages it used (no 64 KiB touched at
  * once: small programs, issue 11 item 6). */
 bool _hpm_slab_extend(hpm_span_t *s) {
-    if (s->fresh >= s->capacity) return false;
+    uint32_t fresh = hpm_slab_fresh(s);
+    if (fresh >= s->capacity) return false;
     uint32_t n = (uint32_t)(HPM_PAGE_BYTES / s->block_bytes);
     if (n == 0) n = 1;
-    if (n > s->capacity - s->fresh) n = s->capacity - s->fresh;
+    if (n > s->capacity - fresh) n = s->capacity - fresh;
     char *base = (char *)s->start;
     void **list = s->free;
-    for (uint32_t i = s->fresh + n; i-- > s->fresh; ) {   /* so the list runs in address order */
+    for (uint32_t i = fresh + n; i-- > fresh; ) {   /* so the list runs in address order */
         void **b = (void **)(base + (size_t)i * s->block_bytes);
         b[0] = list;
         b[1] = (void *)hpm_cookie(b);
         list = b;
     }
     s->free = list;
-    __atomic_store_n(&s->fresh, s->fresh + n, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fresh_end, s->start + (uintptr_t)s->fresh * s->block_bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fresh_end, s->start + (uintptr_t)(fresh + n) * s->block_bytes, __ATOMIC_RELAXED);
     return true;
 }
 
@@ -83,7 +82,8 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
         is_free[i >> 6] |= 1ull << (i & 63);
     }
     uint32_t busy = 0;   /* pages touched by a live or held block */
-    for (uint32_t i = 0; i < s->fresh; i++)   /* never-used blocks are not busy */
+    uint32_t fresh = hpm_slab_fresh(s);
+    for (uint32_t i = 0; i < fresh; i++)   /* never-used blocks are not busy */
         if (!((is_free[i >> 6] >> (i & 63)) & 1)) busy |= block_pages(s, i);
     uint32_t all = s->n_pages >= 32 ? ~0u : (1u << s->n_pages) - 1;
     uint32_t shed = all & ~busy & ~s->held_pages_mask;
@@ -114,7 +114,7 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
     /* every block that touched a candidate page was free: those that touch
      * a released page are held, the others go back on the free list */
     uint32_t held = 0;
-    for (uint32_t i = s->fresh; i-- > 0; ) {
+    for (uint32_t i = fresh; i-- > 0; ) {
         uint32_t bp = block_pages(s, i);
         if (bp & shed) { held++; continue; }
         if (!(bp & failed)) continue;
@@ -132,7 +132,7 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
 void _hpm_slab_refill(hpm_span_t *s) {
     if (!s->held_pages_mask) return;
     void **list = s->free;
-    for (uint32_t i = s->fresh; i-- > 0; ) {
+    for (uint32_t i = hpm_slab_fresh(s); i-- > 0; ) {
         if (!(block_pages(s, i) & s->held_pages_mask)) continue;
         void **b = (void **)(s->start + (uintptr_t)i * s->block_bytes);
         b[0] = list;
