@@ -57,6 +57,11 @@ int main(int argc, char **argv) {
         puts("ok\nwild-global\nwild-stack\ninterior-small\ninterior-medium\nfreed-small\nfreed-medium");
         return 0;
     }
+    /* stdout's buffer is allocated now, not between the free and the
+     * question, where it could take the freed block's memory (a small
+     * heap gives a freed medium span's pages to the next allocation) */
+    printf("mode=%s\n", mode);
+    fflush(stdout);
     if (!strcmp(mode, "ok")) return valid();
     if (!strcmp(mode, "wild-global")) ask(global_buf + 16);
     if (!strcmp(mode, "wild-stack")) ask(stack_buf);

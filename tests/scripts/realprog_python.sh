@@ -40,27 +40,29 @@ compare_runs "python3 (pymalloc)" "$py" "$tmp/work.py"
 compare_runs "python3 (PYTHONMALLOC=malloc)" env PYTHONMALLOC=malloc "$py" "$tmp/work.py"
 
 # A small program stays small (issue 11 item 6): the max RSS of an empty
-# script, as the interpreter reports it, median of 3, with and without
-# hpmalloc, for Debian's python and the one on PATH when it differs. The
-# target is +1 MiB; the bound here is +2 MiB, which caught the medium
-# size tier taking whole batches (+8.5 MiB for pyenv's 3.11.7).
+# script, as the interpreter reports it, median of 5, with and without
+# hpmalloc, for Debian's python and the one on PATH when it differs, is at
+# most 1 MiB over glibc's. It caught the medium size tier taking whole
+# batches (+8.5 MiB for pyenv's 3.11.7), then the per-class medium caches
+# holding one written span of each class used once (+1.2 MiB); it reads
+# +0.75..0.9 MiB for pyenv's python and +0.3 MiB for Debian's.
 rss_kib() { "$@" -c 'import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)'; }
-median3() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
+median5() { printf '%s\n' "$@" | sort -n | sed -n 3p; }
 pys=("$py")
 other=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null || true)   # past pyenv's shim
 [[ -n $other && -x $other && $(realpath "$other") != $(realpath "$py") ]] && pys+=("$other")
 lib=$(realpath "$HPM_LIB")
 for p in "${pys[@]}"; do
   g=(); h=()
-  for i in 1 2 3; do
+  for i in 1 2 3 4 5; do
     g+=("$(rss_kib "$p")")
     h+=("$(rss_kib env LD_PRELOAD="$lib" "$p")")
   done
-  gm=$(median3 "${g[@]}"); hm=$(median3 "${h[@]}")
-  if [[ $gm =~ ^[0-9]+$ && $hm =~ ^[0-9]+$ ]] && (( hm <= gm + 2048 )); then
+  gm=$(median5 "${g[@]}"); hm=$(median5 "${h[@]}")
+  if [[ $gm =~ ^[0-9]+$ && $hm =~ ^[0-9]+$ ]] && (( hm <= gm + 1024 )); then
     t_ok "$p -c pass: max RSS $hm KiB with hpmalloc, $gm KiB without (+$((hm - gm)) KiB)"
   else
-    t_bad "$p -c pass: max RSS $hm KiB with hpmalloc, $gm KiB without (bound +2048 KiB)"
+    t_bad "$p -c pass: max RSS $hm KiB with hpmalloc, $gm KiB without (bound +1024 KiB)"
   fi
 done
 t_done

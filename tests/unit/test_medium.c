@@ -30,6 +30,8 @@ static bool intact(const unsigned char *p, size_t n, unsigned seed) {
     return p[n - 1] == (unsigned char)seed;
 }
 
+static size_t h_cache_bytes(void) { return _hpm_tls_heap ? _hpm_tls_heap->span_cache_bytes : 0; }
+
 static void test_classes(void) {
     size_t bad = 0, prev = 0;
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) {
@@ -45,12 +47,23 @@ static void test_classes(void) {
         if (r < n || (r - n) * 4 > n) worst++;
     }
     CHECK(worst == 0, "%zu page counts round badly", worst);
-    void *p = malloc(9 * 4096 + 1);   /* 10 pages: a class of its own */
+    /* a heap that never grew past HPM_SMALL_HEAP_PAGES caches no medium
+     * spans: each has exactly the pages it needs */
+    CHECK(!_hpm_ph.grown, "a test heap of %zu pages counts as grown", _hpm_ph.used_pages_total);
+    void *p = malloc(17 * 4096);
+    CHECK(malloc_usable_size(p) == 17 * 4096, "small heap: usable %zu", malloc_usable_size(p));
+    free(p);
+    CHECK(h_cache_bytes() == 0, "small heap: %zu bytes cached", h_cache_bytes());
+    void *big = malloc(HPM_SMALL_HEAP_PAGES * 4096);   /* a large allocation: the heap has grown */
+    CHECK(big && _hpm_ph.grown, "grown after %zu used pages", _hpm_ph.used_pages_total);
+    free(big);
+    p = malloc(9 * 4096 + 1);         /* 10 pages: a class of its own */
     CHECK(malloc_usable_size(p) == 10 * 4096, "usable %zu", malloc_usable_size(p));
     free(p);
     p = malloc(17 * 4096);            /* 17 pages round to 20 */
     CHECK(malloc_usable_size(p) == 20 * 4096, "usable %zu", malloc_usable_size(p));
     free(p);
+    CHECK(h_cache_bytes() > 0, "grown heap: a freed medium span is cached");
 }
 
 static void test_contents_and_bounds(void) {
