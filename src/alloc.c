@@ -24,7 +24,7 @@ static void bad_pointer(const char *fn, const void *p) {
 /* ---- allocation ---- */
 
 static inline hpm_heap_t *heap_get(void) {
-    hpm_heap_t *h = _hpm_tls_heap;
+    hpm_heap_t *h = hpm_my_heap();
     return likely(h != NULL) ? h : _hpm_heap_acquire();
 }
 
@@ -32,16 +32,19 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
     hpm_span_t *s = h->current[cls];
     void **b = s->free;
     if (likely(b != NULL)) {
-        s->free = b[0];
+        void **next = b[0];
+        s->free = next;
+        __builtin_prefetch(next, 1);   /* the next malloc of this class reads and writes it */
         b[1] = NULL;
         s->used++;
         hpm_used_add(h, s->block_bytes_owner);
         return b;
     }
-    void *p = _hpm_heap_alloc_slow(h, cls);
-    if (unlikely(!p)) errno = ENOMEM;
-    return p;
+    return _hpm_heap_alloc_slow(h, cls);   /* sets errno when it fails; a tail call keeps the fast path free of saved registers */
 }
+
+/* A medium or large request, out of line (it needs the thread's real heap). */
+static __attribute__((noinline)) void *alloc_span_any(size_t size, bool zero);
 
 /* Medium or large: a span of its own, start aligned to align_bytes. */
 static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zero) {
@@ -68,15 +71,20 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
 }
 
 static inline __attribute__((always_inline)) void *alloc_any(size_t size, bool zero) {
-    hpm_heap_t *h = heap_get();
-    if (unlikely(!h)) { errno = ENOMEM; return NULL; }
+    hpm_heap_t *h = _hpm_tls_heap;   /* &_hpm_no_heap before the first malloc: its slow path makes the heap */
     unsigned cls;
     if (likely(size <= 1024)) cls = hpm_size_class_tiny(size);   /* one size test for the common case */
     else if (size <= HPM_SMALL_MAX_BYTES) cls = hpm_size_class(size);
-    else return alloc_span(h, size, HPM_PAGE_BYTES, zero);
+    else return alloc_span_any(size, zero);
     void *p = alloc_class(h, cls);
     if (zero && p) memset(p, 0, size);
     return p;
+}
+
+static void *alloc_span_any(size_t size, bool zero) {
+    hpm_heap_t *h = heap_get();
+    if (unlikely(!h)) { errno = ENOMEM; return NULL; }   /* metadata ran out */
+    return alloc_span(h, size, HPM_PAGE_BYTES, zero);
 }
 
 static void *alloc_aligned(size_t alignment, size_t size) {
@@ -132,7 +140,7 @@ static inline bool block_ok(const hpm_span_t *s, void **b) {
  * abandoned slabs, a thread without a heap, bad pointers. */
 static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if (unlikely(s == NULL)) bad_pointer(fn, p);
-    if (!h) h = _hpm_heap_acquire();   /* may stay NULL: metadata ran out */
+    if (h == &_hpm_no_heap) h = _hpm_heap_acquire();   /* may be NULL: metadata ran out */
     if (s->kind != SPAN_SLAB) { free_span(h, s, p, fn); return; }
     void **b = p;
     if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
@@ -157,7 +165,7 @@ static __attribute__((noinline)) void free_local_slow(hpm_heap_t *h, hpm_span_t 
 static inline void free_checked(void *p, const char *fn) {
     hpm_span_t *s = hpm_span_of(p);
     hpm_heap_t *h = _hpm_tls_heap;
-    if (unlikely(s == NULL || h == NULL || atomic_load_explicit(&s->owner, memory_order_relaxed) != h)) {
+    if (unlikely(s == NULL || atomic_load_explicit(&s->owner, memory_order_relaxed) != h)) {   /* &_hpm_no_heap owns nothing */
         free_other(h, s, p, fn);
         return;
     }

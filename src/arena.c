@@ -25,6 +25,7 @@
 #include "internal.h"
 
 hpm_span_t **_hpm_l1[HPM_L1_ENTRIES];
+hpm_map_window_t _hpm_map0;
 
 #define CHUNK_BYTES (HPM_CHUNK_PAGES * sizeof(hpm_span_t *))
 #define GIB_OF(addr) ((uintptr_t)(addr) >> HPM_L1_SHIFT)
@@ -115,6 +116,23 @@ bool _hpm_ph_owns(const void *p) {
     return a && a->first_hp + (((uintptr_t)p - a->base) >> HPM_HP_SHIFT) < __atomic_load_n(&_hpm_ph.top_hp, __ATOMIC_ACQUIRE);
 }
 
+/* Extends _hpm_map0 over the GiBs of the process's first arena whose
+ * published chunk is this arena's own, from its first GiB on (a GiB shared
+ * with another pageheap's arena, whose chunk won, ends the window). */
+static void map_window_grow(const hpm_arena_t *a) {
+    uintptr_t end_addr = a->base + (a->n_hp << HPM_HP_SHIFT), g0 = GIB_OF(a->base), g = g0;
+    for (;; g++) {
+        hpm_span_t **mine = (hpm_span_t **)(a->map_region.base + (g - g0) * CHUNK_BYTES);
+        if ((g << HPM_L1_SHIFT) >= end_addr || __atomic_load_n(&_hpm_l1[g], __ATOMIC_ACQUIRE) != mine) break;
+    }
+    uintptr_t covered = g << HPM_L1_SHIFT;
+    if (covered > end_addr) covered = end_addr;
+    if (covered <= a->base) return;
+    __atomic_store_n(&_hpm_map0.base, a->base, __ATOMIC_RELAXED);
+    __atomic_store_n(&_hpm_map0.map, (hpm_span_t **)a->map_region.base + ((a->base >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1)), __ATOMIC_RELAXED);
+    __atomic_store_n(&_hpm_map0.limit_bytes, covered - a->base, __ATOMIC_RELEASE);
+}
+
 int _hpm_map_cover(hpm_pageheap_t *ph, hpm_arena_t *a, uintptr_t from, uintptr_t to) {
     (void)ph;
     for (uintptr_t g = GIB_OF(from); g <= GIB_OF(to - 1); g++) {
@@ -126,5 +144,6 @@ int _hpm_map_cover(hpm_pageheap_t *ph, hpm_arena_t *a, uintptr_t from, uintptr_t
         /* another pageheap (a test's) may share an edge GiB: first one wins */
         __atomic_compare_exchange_n(&_hpm_l1[g], &expected, chunk, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
     }
+    if (ph == &_hpm_ph && a == &ph->arenas[0]) map_window_grow(a);
     return 0;
 }

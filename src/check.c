@@ -218,6 +218,10 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
         return bad(why, "slab %p: class %u does not match its block size %u", (void *)s->start, s->class_idx, s->block_bytes);
     if (s->block_bytes_owner != s->block_bytes)
         return bad(why, "slab %p: the owner's copy of the block size is %u, not %u", (void *)s->start, s->block_bytes_owner, s->block_bytes);
+    hpm_span_t want = {0};
+    hpm_slab_set_list(&want, s->list);
+    if (s->free_slow_below != want.free_slow_below)
+        return bad(why, "slab %p: on list %u, its free threshold is %u, not %u", (void *)s->start, s->list, s->free_slow_below, want.free_slow_below);
     if (s->div_magic != k->div_magic)
         return bad(why, "slab %p: block-start constant does not match class %u", (void *)s->start, s->class_idx);
     uint32_t fresh = hpm_slab_fresh(s);
@@ -297,6 +301,6 @@ bool _hpm_check_all(char *why) {
     pthread_mutex_lock(&_hpm_ph.lock);
     bool ok = _hpm_check_pageheap(&_hpm_ph, why);
     pthread_mutex_unlock(&_hpm_ph.lock);
-    if (ok && _hpm_tls_heap) ok = _hpm_check_heap(_hpm_tls_heap, why);
+    if (ok && hpm_my_heap()) ok = _hpm_check_heap(hpm_my_heap(), why);
     return ok;
 }

@@ -22,8 +22,9 @@
 #include <string.h>
 #include "internal.h"
 
-__thread hpm_heap_t *_hpm_tls_heap;
 hpm_span_t _hpm_empty_span;
+const hpm_heap_t _hpm_no_heap = {.current = {[0 ... HPM_CLASSES - 1] = &_hpm_empty_span}};
+__thread hpm_heap_t *_hpm_tls_heap = (hpm_heap_t *)&_hpm_no_heap;
 
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static hpm_heap_t *heaps_all, *heaps_free;
@@ -39,14 +40,14 @@ static void slist_push(hpm_span_t **head, hpm_span_t *s, int list) {
     s->next = *head;
     if (*head) (*head)->prev = s;
     __atomic_store_n(head, s, __ATOMIC_RELAXED);   /* heap_adopt peeks at the head without the lock */
-    s->list = (uint8_t)list;
+    hpm_slab_set_list(s, (unsigned)list);
 }
 
 static void slist_remove(hpm_span_t **head, hpm_span_t *s) {
     if (s->prev) s->prev->next = s->next; else __atomic_store_n(head, s->next, __ATOMIC_RELAXED);
     if (s->next) s->next->prev = s->prev;
     s->next = s->prev = NULL;
-    s->list = LIST_NONE;
+    hpm_slab_set_list(s, LIST_NONE);
 }
 
 static hpm_span_t *slist_pop(hpm_span_t **head) {
@@ -66,7 +67,7 @@ static void avail_append(hpm_heap_t *h, unsigned cls, hpm_span_t *s) {
     s->prev = tail;
     if (tail) tail->next = s; else __atomic_store_n(&h->avail[cls], s, __ATOMIC_RELAXED);
     h->avail_tail[cls] = s;
-    s->list = LIST_AVAIL;
+    hpm_slab_set_list(s, LIST_AVAIL);
 }
 
 static void avail_remove(hpm_heap_t *h, unsigned cls, hpm_span_t *s) {
@@ -204,6 +205,10 @@ static inline void *slab_pop(hpm_heap_t *h, hpm_span_t *s) {
 }
 
 void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
+    if (unlikely(h == &_hpm_no_heap) && !(h = _hpm_heap_acquire())) {   /* the thread's first malloc */
+        errno = ENOMEM;
+        return NULL;
+    }
     hpm_remote_poll(h);
     if (h->outbox_blocks) _hpm_remote_flush(h);
     hpm_span_t *s = h->current[cls];
@@ -219,8 +224,8 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     if (!s && (s = slist_pop(&h->empty[cls]))) h->empty_slabs--;
     if (!s) s = heap_adopt(h, cls);
     if (!s) s = slab_new(h, cls);
-    if (!s) return NULL;
-    s->list = LIST_CURRENT;
+    if (!s) { errno = ENOMEM; return NULL; }
+    hpm_slab_set_list(s, LIST_CURRENT);
     h->current[cls] = s;
     hpm_check_internal(_hpm_check_span, s);
     return slab_pop(h, s);
@@ -259,7 +264,7 @@ static void heap_abandon(hpm_heap_t *h) {
             for (hpm_span_t *s = lists[l], *next; s; s = next) {
                 next = l == 0 ? NULL : s->next;
                 s->next = s->prev = NULL;
-                s->list = LIST_NONE;
+                hpm_slab_set_list(s, LIST_NONE);
                 if (s->used == 0) { slab_release(s); continue; }
                 pthread_mutex_lock(&abandoned_lock[c]);
                 atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
@@ -276,7 +281,7 @@ static void heap_thread_exit(void *arg) {
     if (!h) return;
     hpm_check_expensive(_hpm_check_heap, h);
     heap_abandon(h);
-    _hpm_tls_heap = NULL;
+    _hpm_tls_heap = (hpm_heap_t *)&_hpm_no_heap;
     pthread_mutex_lock(&heaps_lock);
     h->next_free = heaps_free;
     heaps_free = h;
@@ -294,7 +299,7 @@ void _hpm_heaps_init(void) {
 
 hpm_heap_t *_hpm_heap_acquire(void) {
     hpm_ensure_init();
-    if (_hpm_tls_heap) return _hpm_tls_heap;
+    if (hpm_my_heap()) return _hpm_tls_heap;
     pthread_mutex_lock(&heaps_lock);
     hpm_heap_t *h = heaps_free;
     if (h) heaps_free = h->next_free;
@@ -336,7 +341,7 @@ int64_t _hpm_heaps_used_bytes(void) {
  * trim: a program that freed everything and went idle keeps one slab per
  * size class otherwise). */
 void _hpm_heap_release_empty(bool shed) {
-    hpm_heap_t *h = _hpm_tls_heap;
+    hpm_heap_t *h = hpm_my_heap();
     if (!h) return;
     _hpm_remote_flush(h);
     _hpm_remote_drain(h);
@@ -347,7 +352,7 @@ void _hpm_heap_release_empty(bool shed) {
         if (s != &_hpm_empty_span) {
             if (s->used == 0) {
                 h->current[c] = &_hpm_empty_span;
-                s->list = LIST_NONE;
+                hpm_slab_set_list(s, LIST_NONE);
                 slab_release(s);
             } else if (shed) {
                 _hpm_slab_shed(s);

@@ -75,7 +75,7 @@ typedef struct {
 } hpm_class_t;
 
 HPM_INTERNAL extern hpm_class_t _hpm_classes[HPM_CLASSES];
-HPM_INTERNAL extern uint8_t _hpm_class_of16[(1024 >> 4) + 1];
+HPM_INTERNAL extern const uint8_t _hpm_class_of16[(1024 >> 4) + 1];
 HPM_INTERNAL void _hpm_classes_init(void);
 
 /* The class of a size up to 1024 bytes: one table load. */
@@ -117,7 +117,8 @@ struct hpm_span_s {
     void *free __attribute__((aligned(64)));   /* free blocks, LIFO */
     uint32_t used;                  /* live blocks (remote frees not yet collected count as live) */
     uint32_t block_bytes_owner;     /* block_bytes again, on this line, for the fast paths' counting */
-    uint8_t list;                   /* which heap list it is on */
+    uint8_t list;                   /* which heap list it is on (slabs: set with hpm_slab_set_list) */
+    uint32_t free_slow_below;       /* a local free that leaves fewer live blocks takes the slow path (hpm_slab_set_list) */
     uint32_t held_blocks;           /* free blocks kept off the free list: their pages were given back */
     uint32_t held_pages_mask;       /* slab pages given back while the slab lives (slab.c) */
     hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
@@ -262,12 +263,31 @@ static inline uintptr_t hpm_hp_addr(const hpm_pageheap_t *ph, const hpm_hp_t *hp
     return hp->addr;
 }
 
-static inline hpm_span_t *hpm_span_of(const void *p) {
+/* The process's first arena seen as one flat page map: the page-map
+ * chunks of its GiBs lie one after another in one metadata region, so for
+ * an address in [base, base + limit_bytes) the span is map[(p - base) >>
+ * 12], one load after a subtract and a compare, where the two-level
+ * lookup takes two dependent loads and three branches (free's fast path).
+ * limit_bytes only grows, and only over chunks that are committed and
+ * published in _hpm_l1 as this arena's (arena.c, _hpm_map_cover); an
+ * address outside it takes the two-level lookup, which answers for every
+ * arena and for foreign pointers. */
+typedef struct { uintptr_t base; uintptr_t limit_bytes; hpm_span_t **map; } hpm_map_window_t;
+HPM_INTERNAL extern hpm_map_window_t _hpm_map0;
+
+static inline hpm_span_t *hpm_span_of_l1(const void *p) {
     uintptr_t a = (uintptr_t)p;
     if (unlikely(a >> HPM_ADDR_BITS)) return NULL;
     hpm_span_t **chunk = __atomic_load_n(&_hpm_l1[a >> HPM_L1_SHIFT], __ATOMIC_ACQUIRE);
     if (unlikely(!chunk)) return NULL;
     return chunk[(a >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1)];
+}
+
+static inline hpm_span_t *hpm_span_of(const void *p) {
+    uintptr_t limit = __atomic_load_n(&_hpm_map0.limit_bytes, __ATOMIC_ACQUIRE);   /* a plain load on x86 */
+    uintptr_t off = (uintptr_t)p - __atomic_load_n(&_hpm_map0.base, __ATOMIC_RELAXED);
+    if (likely(off < limit)) return __atomic_load_n(&_hpm_map0.map, __ATOMIC_RELAXED)[off >> HPM_PAGE_SHIFT];
+    return hpm_span_of_l1(p);
 }
 
 /* ---- arenas (arena.c) ---- */
@@ -330,8 +350,18 @@ struct hpm_heap_s {
     char inbox_line[64 - sizeof(void *)];
 };
 
+/* The calling thread's heap, or &_hpm_no_heap until it has one (and after
+ * its exit): a read-only heap whose every class has the empty sentinel
+ * slab, so malloc's and free's fast paths need no NULL test (the first
+ * malloc falls to the slow path, a free to free_other's owner test); use
+ * hpm_my_heap() where a NULL is wanted. */
 HPM_INTERNAL extern __thread hpm_heap_t *_hpm_tls_heap;
+HPM_INTERNAL extern const hpm_heap_t _hpm_no_heap;
 HPM_INTERNAL extern hpm_span_t _hpm_empty_span;
+static inline hpm_heap_t *hpm_my_heap(void) {
+    hpm_heap_t *h = _hpm_tls_heap;
+    return h != &_hpm_no_heap ? h : NULL;
+}
 HPM_INTERNAL extern uint64_t _hpm_cookie_secret;
 HPM_INTERNAL hpm_heap_t *_hpm_heap_acquire(void);
 HPM_INTERNAL void _hpm_heaps_init(void);
@@ -368,17 +398,20 @@ static inline uint32_t hpm_slab_fresh(const hpm_span_t *s) {
     return (uint32_t)((bytes * s->recip) >> 32);
 }
 
-/* After a local free: the slab was full (it becomes available) or is now
- * empty and not current (it is retired). One branch, computed without
- * jumps: whether a freed block's slab is the current one is a coin toss in
- * a random free pattern (larson), and testing it on its own mispredicted
- * about every other free. */
-static inline bool hpm_slab_freed_needs_slow(const hpm_span_t *s) {
-    unsigned list = s->list;
-    return (list == LIST_FULL) | ((s->used == 0) & (list != LIST_CURRENT));
+/* A slab's list and, with it, when a local free needs the slow path: a
+ * full slab becomes available at its first free (threshold above any
+ * count), an available or moving one is retired when it empties
+ * (threshold 1), the current one never (0). The free fast path is then
+ * one compare of the new count with the threshold, on the line it has
+ * just written (the test of the list itself was two branches and seven
+ * instructions; whether the slab is current is a coin toss in a random
+ * free pattern such as larson, so it must not be a branch of its own). */
+static inline void hpm_slab_set_list(hpm_span_t *s, unsigned list) {
+    s->list = (uint8_t)list;
+    s->free_slow_below = list == LIST_FULL ? UINT32_MAX : list == LIST_CURRENT ? 0u : 1u;
 }
+static inline bool hpm_slab_freed_needs_slow(const hpm_span_t *s) { return s->used < s->free_slow_below; }
 
-/* A checked block back onto a slab h owns. */
 static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
     b[0] = s->free;
     s->free = b;

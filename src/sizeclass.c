@@ -7,7 +7,17 @@
 #include "internal.h"
 
 hpm_class_t _hpm_classes[HPM_CLASSES];
-uint8_t _hpm_class_of16[(1024 >> 4) + 1];
+/* The class of each size up to 1 KiB in 16-byte steps, as a constant, so
+ * that malloc can compute a class before the first malloc has run the
+ * initialisation (its fast path no longer tests for a heap first);
+ * _hpm_classes_init checks it against class_bytes. */
+const uint8_t _hpm_class_of16[(1024 >> 4) + 1] = {
+    0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+    15, 16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23,
+    23, 24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 27, 27, 27,
+    27, 28, 28, 28, 28, 29, 29, 29, 29, 30, 30, 30, 30, 31, 31, 31,
+    31,
+};
 
 static uint32_t class_bytes(unsigned cls) {
     if (cls < 8) return 16u * (cls + 1u);
@@ -28,6 +38,6 @@ void _hpm_classes_init(void) {
         size_t size = i == 0 ? 1 : (size_t)i << 4;
         unsigned c = 0;
         while (class_bytes(c) < size) c++;
-        _hpm_class_of16[i] = (uint8_t)c;
+        hpm_assert(_hpm_class_of16[i] == c);
     }
 }

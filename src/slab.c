@@ -20,6 +20,7 @@ uint64_t _hpm_cookie_secret = 0x9e3779b97f4a7c15ull;
 void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     const hpm_class_t *k = &_hpm_classes[cls];
     s->class_idx = (uint8_t)cls;
+    hpm_slab_set_list(s, LIST_NONE);
     s->block_bytes = k->block_bytes;
     s->block_bytes_owner = k->block_bytes;
     s->recip = k->recip;
