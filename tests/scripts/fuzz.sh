@@ -61,7 +61,6 @@ for i in range(300):
     n = 4 * r.randrange(1, 1024)
     open("%s/seed%03d" % (sys.argv[1], i), "wb").write(bytes(r.randrange(256) for _ in range(n)))
 PY
-mkdir -p build/fuzz-artifacts   # a crash input lands there, not in the working tree
 "$bin" -runs=0 -rss_limit_mb=8192 -timeout=60 -artifact_prefix=build/fuzz-artifacts/ "$tmp/seeds" >"$tmp/reg.log" 2>&1
 rc=$?
 tail -n 3 "$tmp/reg.log"
