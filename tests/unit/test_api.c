@@ -586,6 +586,44 @@ static void test_trim(void)
     free(p);
 }
 
+/* A thread's first call into the allocator, of each kind: until then its
+ * heap pointer is the read-only sentinel heap (src/heap.c), so each entry
+ * point must make the real heap itself. Each thread makes one call first
+ * and checks its result. */
+static void *first_block;   /* allocated by the main thread; freed first by one thread */
+static void *first_call(void *arg) {
+    long kind = (long)arg, ok = 0;
+    void *p = NULL;
+    switch (kind) {
+    case 0: p = malloc(100); ok = p && malloc_usable_size(p) >= 100; break;
+    case 1: { unsigned char *z = calloc(1, 3000); ok = z != NULL; for (int i = 0; z && i < 3000; i++) ok &= z[i] == 0; p = z; break; }
+    case 2: p = malloc(20000); ok = p && malloc_usable_size(p) >= 20000; break;   /* medium */
+    case 3: ok = posix_memalign(&p, 256, 700) == 0 && ((uintptr_t)p & 255) == 0; break;
+    case 4: p = realloc(NULL, 40); ok = p && malloc_usable_size(p) >= 40; break;
+    case 5: free(first_block); ok = !hpm_range(first_block, NULL, NULL); break;   /* a remote free, first */
+    case 6: p = aligned_alloc(64, 64); ok = p && ((uintptr_t)p & 63) == 0; break;
+    }
+    if (p) {
+        void *base = NULL;
+        size_t size = 0;
+        ok &= hpm_range(p, &base, &size) && base == p;
+        memset(p, 0x5a, 40);
+        free(p);
+    }
+    return (void *)ok;
+}
+
+static void test_first_call_of_a_thread(void) {
+    static const char *names[] = {"malloc", "calloc", "medium malloc", "posix_memalign", "realloc(NULL)", "free of another thread's block", "aligned_alloc"};
+    first_block = malloc(48);
+    for (long k = 0; k < 7; k++) {
+        pthread_t t;
+        void *ok = NULL;
+        CHECK(pthread_create(&t, NULL, first_call, (void *)k) == 0 && pthread_join(t, &ok) == 0 && ok,
+              "a thread whose first call is %s", names[k]);
+    }
+}
+
 int main(void)
 {
     test_is_hpmalloc();
@@ -598,6 +636,7 @@ int main(void)
     test_calloc();
     test_range();
     test_remote_free_and_unwritten_reuse();
+    test_first_call_of_a_thread();
     test_sized_free();
     test_stats();
     test_options();
