@@ -53,7 +53,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     hpm_span_t *s = align_bytes <= HPM_PAGE_BYTES ? _hpm_spancache_get(h, pages) : NULL;
     if (s) {
         hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
-        if (zero && !s->clean) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
+        if (zero && !s->clean) memset((void *)s->start, 0, size);   /* the request, not the class's rounded pages */
         return (void *)s->start;
     }
     pthread_mutex_lock(&_hpm_ph.lock);
@@ -66,7 +66,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     pthread_mutex_unlock(&_hpm_ph.lock);
     if (!s) { errno = ENOMEM; return NULL; }
     hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
-    if (zero && !s->clean) memset((void *)s->start, 0, (size_t)s->n_pages << HPM_PAGE_SHIFT);
+    if (zero && !s->clean) memset((void *)s->start, 0, size);
     return (void *)s->start;
 }
 

@@ -600,7 +600,12 @@ static void *first_call(void *arg) {
     case 2: p = malloc(20000); ok = p && malloc_usable_size(p) >= 20000; break;   /* medium */
     case 3: ok = posix_memalign(&p, 256, 700) == 0 && ((uintptr_t)p & 255) == 0; break;
     case 4: p = realloc(NULL, 40); ok = p && malloc_usable_size(p) >= 40; break;
-    case 5: free(first_block); ok = !hpm_range(first_block, NULL, NULL); break;   /* a remote free, first */
+    case 5: {   /* a remote free, first */
+        uintptr_t addr = (uintptr_t)opaque_ptr(first_block);
+        free(first_block);
+        ok = !hpm_range((void *)addr, NULL, NULL);
+        break;
+    }
     case 6: p = aligned_alloc(64, 64); ok = p && ((uintptr_t)p & 63) == 0; break;
     }
     if (p) {
