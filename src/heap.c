@@ -303,7 +303,12 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     pthread_mutex_lock(&heaps_lock);
     hpm_heap_t *h = heaps_free;
     if (h) heaps_free = h->next_free;
+    bool second = heaps_all != NULL;
     pthread_mutex_unlock(&heaps_lock);
+    /* A second thread: medium spans are cached from now on, so that
+     * threads do not meet at the pageheap lock for each one (spancache.c) */
+    if (second && !__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED))
+        __atomic_store_n(&_hpm_ph.medium_caching, true, __ATOMIC_RELAXED);
     if (!h) {
         h = _hpm_meta_alloc(sizeof *h);
         if (!h) return NULL;

@@ -309,7 +309,8 @@ static void hp_use_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsig
     hp->used_pages += (uint16_t)n;
     if (s->kind == SPAN_SLAB) hp->slab_pages += (uint16_t)n;
     ph->used_pages_total += n;
-    if (unlikely(!ph->grown) && ph->used_pages_total >= HPM_SMALL_HEAP_PAGES) __atomic_store_n(&ph->grown, true, __ATOMIC_RELAXED);
+    if (unlikely(!__atomic_load_n(&ph->medium_caching, __ATOMIC_RELAXED)) && ph->used_pages_total >= HPM_SMALL_HEAP_PAGES)
+        __atomic_store_n(&ph->medium_caching, true, __ATOMIC_RELAXED);
     unsigned ls = hp->longest_free_start, ll = hp->longest_free_pages;
     if (first < ls + ll && ls < first + n) {   /* cut into the longest run: find the new one */
         hp->longest_free_pages = (uint16_t)_hpm_bits_longest_run(hp->free_bits, &ls);

@@ -61,7 +61,7 @@
 #define HPM_MIN_ALIGN 16
 #define HPM_MEDIUM_CLASSES 26                    /* medium span sizes, 3..256 pages (spancache.c) */
 #define HPM_SPANCACHE_MAX_BYTES ((size_t)4 << 20) /* per thread */
-#define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB), no medium span caching */
+#define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB) or a second thread allocates, no medium span caching */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
 #define HPM_SMALL_START_HP 4                     /* THP mode: the first hugepages stay on 4 KiB pages until the heap outgrows them */
 #define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
@@ -193,7 +193,7 @@ typedef struct hpm_pageheap_s {
     size_t release_delay_ms, cache_keep_hp;
     bool subrelease;
     bool huge_started;              /* THP mode: hugepage 0 has been advised (see hp_back) */
-    bool grown;                     /* used pages once reached HPM_SMALL_HEAP_PAGES (atomic; never cleared): medium caches on */
+    bool medium_caching;            /* medium span caches on: the heap reached HPM_SMALL_HEAP_PAGES or a second thread took a heap (atomic; never cleared) */
     hpm_span_t *span_free;          /* recycled span structs */
     hpm_hp_t *released_head;        /* empty, not backed */
     size_t used_pages_total;        /* used pages over all active hugepages */

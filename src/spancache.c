@@ -40,17 +40,19 @@ static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
     if (chain) _hpm_transfer_put(cls, chain, got);
 }
 
-/* Until the heap first grows past HPM_SMALL_HEAP_PAGES, medium spans are
- * not cached at all: each is taken from and given back to the pageheap
- * (one uncontended lock), where a freed span's pages, already written,
- * serve the next span of any size, as glibc's free lists do. Per-class
- * caches would hold one or two written spans of every class used once:
- * python3 -c pass freed spans of some 15 classes after start-up, 0.7 MiB
- * of written pages left in the thread's cache (issue 11 item 6: a heap
- * under a few MiB costs no more than glibc's plus 1 MiB). The switch is
- * one-way, so a program whose heap shrinks and grows again (threads
- * that come and go: mstress) keeps its caches. */
-static inline bool heap_is_small(void) { return !__atomic_load_n(&_hpm_ph.grown, __ATOMIC_RELAXED); }
+/* Until the heap first grows past HPM_SMALL_HEAP_PAGES, and while only
+ * one thread allocates, medium spans are not cached at all: each is taken
+ * from and given back to the pageheap (one uncontended lock), where a
+ * freed span's pages, already written, serve the next span of any size,
+ * as glibc's free lists do. Per-class caches would hold one or two written
+ * spans of every class used once: python3 -c pass freed spans of some 15
+ * classes after start-up, 0.7 MiB of written pages left in the thread's
+ * cache (issue 11 item 6: a heap under a few MiB costs no more than
+ * glibc's plus 1 MiB). A second thread turns the caches on, so that
+ * threads never meet at the pageheap lock per medium object (item 7). The
+ * switch is one-way, so a program whose heap shrinks and grows again
+ * (threads that come and go: mstress) keeps its caches. */
+static inline bool heap_is_small(void) { return !__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED); }
 
 hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
     if (!is_medium_pages(n_pages)) return NULL;

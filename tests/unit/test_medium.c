@@ -30,6 +30,12 @@ static bool intact(const unsigned char *p, size_t n, unsigned seed) {
     return p[n - 1] == (unsigned char)seed;
 }
 
+static void *small_thread(void *arg) {
+    char *volatile p = malloc(32);   /* volatile: the pair must not be optimised away */
+    free(p);
+    return arg;
+}
+
 static size_t h_cache_bytes(void) { return _hpm_tls_heap ? _hpm_tls_heap->span_cache_bytes : 0; }
 
 static void test_classes(void) {
@@ -49,14 +55,26 @@ static void test_classes(void) {
     CHECK(worst == 0, "%zu page counts round badly", worst);
     /* a heap that never grew past HPM_SMALL_HEAP_PAGES caches no medium
      * spans: each has exactly the pages it needs */
-    CHECK(!_hpm_ph.grown, "a test heap of %zu pages counts as grown", _hpm_ph.used_pages_total);
+    CHECK(!_hpm_ph.medium_caching, "a test heap of %zu pages counts as grown", _hpm_ph.used_pages_total);
     void *p = malloc(17 * 4096);
     CHECK(malloc_usable_size(p) == 17 * 4096, "small heap: usable %zu", malloc_usable_size(p));
     free(p);
     CHECK(h_cache_bytes() == 0, "small heap: %zu bytes cached", h_cache_bytes());
-    void *big = malloc(HPM_SMALL_HEAP_PAGES * 4096);   /* a large allocation: the heap has grown */
-    CHECK(big && _hpm_ph.grown, "grown after %zu used pages", _hpm_ph.used_pages_total);
-    free(big);
+    /* the caches come on when the heap first reaches HPM_SMALL_HEAP_PAGES
+     * (in a child, so that the parent can check the other trigger) */
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *big = malloc(HPM_SMALL_HEAP_PAGES * 4096);
+        _exit(big && _hpm_ph.medium_caching ? 0 : 1);
+    }
+    int st = -1;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "a child's heap of 8 MiB turns the medium caches on (status %d)", st);
+    /* ... or when a second thread takes a heap */
+    CHECK(!_hpm_ph.medium_caching, "the parent's caches came on with the child's heap");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, small_thread, NULL) == 0 && pthread_join(t, NULL) == 0);
+    CHECK(_hpm_ph.medium_caching, "a second thread's heap turns the medium caches on");
     p = malloc(9 * 4096 + 1);         /* 10 pages: a class of its own */
     CHECK(malloc_usable_size(p) == 10 * 4096, "usable %zu", malloc_usable_size(p));
     free(p);
