@@ -52,14 +52,14 @@ static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
  * threads never meet at the pageheap lock per medium object (item 7). The
  * switch is one-way, so a program whose heap shrinks and grows again
  * (threads that come and go: mstress) keeps its caches. */
-static inline bool heap_is_small(void) { return !__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED); }
+static inline bool medium_caching_on(void) { return __atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED); }
 
 hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
     if (!is_medium_pages(n_pages)) return NULL;
-    if (unlikely(!h->span_cache_n[hpm_medium_class(n_pages)]) && heap_is_small()) return NULL;
     unsigned cls = hpm_medium_class(n_pages);
     hpm_span_t *s = h->span_cache[cls];
     if (unlikely(!s)) {
+        if (!medium_caching_on()) return NULL;   /* the caller takes an exact span from the pageheap */
         /* Slow start: the first refills of a class take 1, 2, 4, ... spans,
          * up to the full batch, so a program that asks for a medium size
          * once or twice (python3 -c pass) does not hold a whole batch of
@@ -91,7 +91,7 @@ int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     if (s->kind != SPAN_MEDIUM || !is_medium_pages(n)) return 0;
     unsigned cls = hpm_medium_class(n);
     if (hpm_medium_pages(cls) != n) return 0;   /* an aligned span of another size */
-    if (heap_is_small()) return 0;
+    if (!medium_caching_on()) return 0;
     s->list = LIST_CACHED;
     s->clean = 0;
     s->next = h->span_cache[cls];
