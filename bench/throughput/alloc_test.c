@@ -32,7 +32,7 @@ typedef struct {
 } slot_t;
 
 typedef struct {
-    int id;
+    BENCH_THREAD_RECORD int id;   /* the record starts on its own lines */
     uint64_t n_slots, iters, max_exp, seed, ops;
     pthread_barrier_t *start;
 } worker_t;

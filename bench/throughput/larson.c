@@ -33,7 +33,7 @@
 #include "bench_stamp.h"
 
 typedef struct {
-    int lane;
+    BENCH_THREAD_RECORD int lane;   /* the record starts on its own lines */
     void **blk;
     size_t *size;
     uint64_t *tag;

@@ -48,7 +48,7 @@ typedef struct sent {
 } sent_t;
 
 typedef struct worker {
-    int id;
+    BENCH_THREAD_RECORD int id;   /* the record starts on its own lines */
     struct worker *all;
     _Atomic(sent_t *) inbox;
     uint64_t memops, sent_blocks, recv_blocks;

@@ -43,7 +43,7 @@ typedef struct {
 } batch_stack_t;
 
 typedef struct {
-    batch_stack_t *st;
+    BENCH_THREAD_RECORD batch_stack_t *st;   /* the record starts on its own lines */
     int id;
     uint64_t size, batch, seed;
     uint64_t objects;          /* made (allocator) or freed (releaser) */
