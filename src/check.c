@@ -212,7 +212,11 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
     if (s->n_pages == 0 || (s->start & (HPM_PAGE_BYTES - 1))) return bad(why, "span %p of %u pages", (void *)s->start, s->n_pages);
     if (s == &_hpm_empty_span) return bad(why, "the empty sentinel span is in use");
     if (!check_span_map(s, why)) return false;
-    if (s->kind != SPAN_SLAB) return true;
+    if (s->kind != SPAN_SLAB) {   /* free's owner compare takes any span with an owner for a slab */
+        if (atomic_load_explicit(&((hpm_span_t *)s)->owner, memory_order_relaxed) != NULL)
+            return bad(why, "span %p of kind %u has an owner", (void *)s->start, s->kind);
+        return true;
+    }
     const hpm_class_t *k = &_hpm_classes[s->class_idx];
     if (s->class_idx >= HPM_CLASSES || s->block_bytes != k->block_bytes || s->recip != k->recip)
         return bad(why, "slab %p: class %u does not match its block size %u", (void *)s->start, s->class_idx, s->block_bytes);

@@ -421,23 +421,23 @@ static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
 
 /* remote.c */
 HPM_INTERNAL void _hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b);
+/* _hpm_remote_push, then take the inbox if anything waits in it. */
+HPM_INTERNAL void _hpm_remote_push_poll(hpm_heap_t *h, hpm_heap_t *to, void **b);
 /* The outbox slot for owner to: a hash of its address. */
 static inline unsigned hpm_outbox_slot(const hpm_heap_t *to) {
     return (unsigned)(((uintptr_t)to >> 6) * 0x9e3779b9u >> 29) & (HPM_OUTBOX_SLOTS - 1);
 }
 /* A remote free into a batch that is open for to and not about to fill:
- * three stores, inline; anything else (a new owner for the slot, a first
- * block, a full batch, no heap) goes to _hpm_remote_push. */
-static inline void hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b) {
+ * three stores, inline. False, with nothing done, for anything else (a new
+ * owner for the slot, a first block, a full batch): _hpm_remote_push. */
+static inline bool hpm_remote_push_open(hpm_heap_t *h, hpm_heap_t *to, void **b) {
     hpm_outbox_t *o = &h->outbox[hpm_outbox_slot(to)];
-    if (unlikely(o->to != to || o->count == 0 || o->count >= HPM_OUTBOX_BATCH - 1)) {
-        _hpm_remote_push(h, to, b);
-        return;
-    }
+    if (unlikely(o->to != to || o->count == 0 || o->count >= HPM_OUTBOX_BATCH - 1)) return false;
     b[0] = o->head;
     o->head = b;
     o->count++;
     h->outbox_blocks++;
+    return true;
 }
 HPM_INTERNAL void _hpm_remote_flush(hpm_heap_t *h);
 HPM_INTERNAL void _hpm_remote_drain(hpm_heap_t *h);

@@ -67,6 +67,11 @@ void _hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b) {
     if (o->count >= HPM_OUTBOX_BATCH) flush_slot(h, o);
 }
 
+void _hpm_remote_push_poll(hpm_heap_t *h, hpm_heap_t *to, void **b) {
+    _hpm_remote_push(h, to, b);
+    hpm_remote_poll(h);
+}
+
 void _hpm_remote_flush(hpm_heap_t *h) {
     while (h->outbox_blocks) {   /* rerouting may refill a slot */
         for (unsigned i = 0; i < HPM_OUTBOX_SLOTS; i++)
