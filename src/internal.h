@@ -326,6 +326,7 @@ HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 #define HPM_OUTBOX_SLOTS 8                  /* owners batched at once (a power of two) */
 #define HPM_OUTBOX_BATCH 64                 /* blocks handed over with one CAS */
 #define HPM_HEAP_EMPTY_SLABS 16             /* emptied slabs a heap keeps for reuse */
+#define HPM_SLAB_BATCH 8                    /* slabs given back to the pageheap under one lock (heap.c) */
 typedef struct { hpm_heap_t *to; void **head, **tail; uint32_t count; } hpm_outbox_t;
 struct hpm_heap_s {
     int64_t used_bytes;                 /* this thread's net allocated bytes (first: shares a line with current[]) */

@@ -1,0 +1,110 @@
+/* test_slabbatch.c: a heap gives emptied slabs back to the pageheap in
+ * batches (issue 11 item 7: the pageheap lock per batch of slabs, not per
+ * slab). A thread fills 40 slabs of the 256-byte class and frees every
+ * block in allocation order, so one slab after another empties. The heap
+ * keeps at most HPM_HEAP_EMPTY_SLABS emptied slabs; the one that would be
+ * the 17th goes back with 7 kept ones under one pageheap lock, so the
+ * count drops from 16 to 9 (slab by slab it stayed at 16). Each batch must
+ * return exactly its 8 slabs' pages to the pageheap, and the kept slabs
+ * must be empty, on the empty list of their class and owned by the
+ * heap. At thread exit every kept slab goes back too (pages in use as
+ * before the thread). */
+#include <pthread.h>
+#include <sys/mman.h>
+#include "internal.h"
+#include "testhelper.h"
+
+#define BLOCK_BYTES 256
+#define SLABS 40
+
+static unsigned kept_on_lists(hpm_heap_t *h, unsigned *bad) {
+    unsigned n = 0;
+    for (unsigned c = 0; c < HPM_CLASSES; c++)
+        for (hpm_span_t *s = h->empty[c]; s; s = s->next) {
+            n++;
+            if (s->list != LIST_EMPTY || s->used != 0 || s->class_idx != c ||
+                atomic_load_explicit(&s->owner, memory_order_relaxed) != h)
+                (*bad)++;
+        }
+    return n;
+}
+
+static size_t used_pages(void) {
+    pthread_mutex_lock(&_hpm_ph.lock);
+    size_t n = _hpm_ph.used_pages_total;
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    return n;
+}
+
+static size_t pages_after_exit;
+
+static void *run(void *arg) {
+    (void)arg;
+    unsigned cls = hpm_size_class(BLOCK_BYTES);
+    size_t per_slab = _hpm_classes[cls].capacity;
+    size_t n = per_slab * SLABS;
+    void **blk = mmap(NULL, n * sizeof *blk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);   /* not from the heap */
+    CHECK(blk != MAP_FAILED);
+    if (blk == MAP_FAILED) return NULL;
+    size_t got = 0;
+    for (size_t i = 0; i < n; i++) {
+        blk[i] = malloc(BLOCK_BYTES);
+        if (!blk[i]) break;
+        got++;
+        memset(blk[i], (int)(i & 0xff), BLOCK_BYTES);
+    }
+    CHECK(got == n, "%zu of %zu mallocs", got, n);
+    if (got != n) return NULL;
+    hpm_heap_t *h = hpm_my_heap();
+    CHECK(h != NULL && h->empty_slabs == 0, "no emptied slab kept yet: %u", h ? h->empty_slabs : 0);
+    unsigned max_kept = 0, drops = 0, wrong_drops = 0, bad = 0, prev = h->empty_slabs;
+    size_t pages_before = used_pages();
+    size_t wrong_pages = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *p = blk[i];
+        if (p[0] != (unsigned char)(i & 0xff) || p[BLOCK_BYTES - 1] != (unsigned char)(i & 0xff)) bad++;
+        free(p);
+        unsigned now = h->empty_slabs;
+        if (now > max_kept) max_kept = now;
+        if (now < prev) {   /* a batch went back */
+            drops++;
+            if (prev != HPM_HEAP_EMPTY_SLABS || now != HPM_HEAP_EMPTY_SLABS + 1 - HPM_SLAB_BATCH) wrong_drops++;
+            size_t pages_now = used_pages();
+            if (pages_before - pages_now != (size_t)HPM_SLAB_BATCH * _hpm_classes[cls].slab_pages) wrong_pages++;
+            pages_before = pages_now;
+        } else if (now == prev + 1 || now == prev) {
+            pages_before = used_pages();
+        }
+        prev = now;
+    }
+    CHECK(bad == 0, "%u blocks lost their contents", bad);
+    CHECK(max_kept == HPM_HEAP_EMPTY_SLABS, "kept at most %u emptied slabs, want %u", max_kept, HPM_HEAP_EMPTY_SLABS);
+    CHECK(drops >= 2, "slabs went back in %u batches, want at least 2 (40 slabs emptied)", drops);
+    CHECK(wrong_drops == 0, "%u batches did not take the count from %u to %u", wrong_drops, HPM_HEAP_EMPTY_SLABS,
+          HPM_HEAP_EMPTY_SLABS + 1 - HPM_SLAB_BATCH);
+    CHECK(wrong_pages == 0, "%zu batches did not give back exactly %u slabs' pages", wrong_pages, HPM_SLAB_BATCH);
+    unsigned lists = kept_on_lists(h, &bad);
+    CHECK(lists == h->empty_slabs, "%u slabs on the empty lists, the heap counts %u", lists, h->empty_slabs);
+    CHECK(bad == 0, "%u kept slabs are not empty, not on their class's list or not owned by the heap", bad);
+    munmap(blk, n * sizeof *blk);
+    return NULL;
+}
+
+static void *idle(void *arg) { return arg; }
+
+int main(void) {
+    void *volatile first = malloc(16);   /* the allocator is set up */
+    free(first);
+    pthread_t t;
+    /* a thread that does nothing first: glibc's own allocations for a
+     * thread (its TLS vector, from the creating thread's heap) exist */
+    CHECK(pthread_create(&t, NULL, idle, NULL) == 0);
+    pthread_join(t, NULL);
+    size_t before = used_pages();
+    CHECK(pthread_create(&t, NULL, run, NULL) == 0);
+    pthread_join(t, NULL);
+    pages_after_exit = used_pages();
+    /* the thread's slabs, empty, all went back at exit */
+    CHECK(pages_after_exit == before, "pages in use %zu after the thread exited, %zu before", pages_after_exit, before);
+    return TEST_DONE();
+}
