@@ -1,7 +1,7 @@
 /* sizeclass.c: the small-object size classes. Classes 0..7 are 16..128
  * bytes in steps of 16; above that, eight classes per doubling up to
- * 8 KiB (at most 12.5% internal waste). Slabs are 64 KiB, so a slab holds
- * at least 8 blocks. Larger requests are page spans of their own, which
+ * 8 KiB (at most 12.5% internal waste). Slabs are 32 KiB for blocks of up
+ * to 1 KiB (at least 32 blocks) and 64 KiB above (at least 8). Larger requests are page spans of their own, which
  * fragment less when a program frees most of its big objects. Invariant: hpm_size_class(n) is the smallest class whose
  * block_bytes >= n, for every n <= HPM_SMALL_MAX_BYTES. */
 #include "internal.h"
@@ -29,7 +29,7 @@ void _hpm_classes_init(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_class_t *k = &_hpm_classes[c];
         k->block_bytes = class_bytes(c);
-        k->slab_pages = 16;
+        k->slab_pages = k->block_bytes <= 1024 ? 8 : 16;   /* docs/allocator.md, "Sizes": 32 KiB, at least 32 blocks */
         k->capacity = (k->slab_pages * (uint32_t)HPM_PAGE_BYTES) / k->block_bytes;
         k->recip = (uint32_t)(((1ull << 32) + k->block_bytes - 1) / k->block_bytes);
         k->div_magic = UINT64_MAX / k->block_bytes + 1;

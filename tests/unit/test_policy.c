@@ -322,10 +322,37 @@ static void test_block_start_magic(void) {
     CHECK(wrong == 0, "%zu of %zu offsets judged wrongly", wrong, tried);
 }
 
+/* hpm_size_class(n) is the smallest class that holds n bytes, for every
+ * small size; the classes grow, by at most a quarter above 128 bytes, and
+ * the last is HPM_SMALL_MAX_BYTES. Slabs: 32 KiB up to 1 KiB blocks, 64
+ * KiB above, so every slab holds at least 8 blocks. */
+static void test_size_classes(void) {
+    size_t wrong = 0;
+    for (size_t n = 1; n <= HPM_SMALL_MAX_BYTES; n++) {
+        unsigned c = hpm_size_class(n);
+        if (c >= HPM_CLASSES || _hpm_classes[c].block_bytes < n || (c > 0 && _hpm_classes[c - 1].block_bytes >= n)) wrong++;
+    }
+    CHECK(wrong == 0, "%zu sizes get the wrong class", wrong);
+    size_t steep = 0, slabs = 0;
+    for (unsigned c = 0; c < HPM_CLASSES; c++) {
+        const hpm_class_t *k = &_hpm_classes[c];
+        if (k->slab_pages != (k->block_bytes <= 1024 ? 8u : 16u) || k->capacity < 8 ||
+            k->capacity != (k->slab_pages << HPM_PAGE_SHIFT) / k->block_bytes)
+            slabs++;
+        if (c == 0) continue;
+        uint32_t a = _hpm_classes[c - 1].block_bytes, b = k->block_bytes;
+        if (b <= a || (a >= 128 && (uint64_t)b * 4 > (uint64_t)a * 5)) steep++;
+    }
+    CHECK(steep == 0, "%zu class steps shrink or grow by more than a quarter", steep);
+    CHECK(slabs == 0, "%zu classes have the wrong slab size or capacity", slabs);
+    CHECK(_hpm_classes[HPM_CLASSES - 1].block_bytes == HPM_SMALL_MAX_BYTES);
+}
+
 int main(void) {
     void *volatile first = malloc(1);   /* initialise the real allocator (metadata) */
     free(first);
     test_bits();
+    test_size_classes();
     test_block_start_magic();
     test_fill_before_break();
     test_small_start();
