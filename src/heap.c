@@ -119,6 +119,19 @@ static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     return s;
 }
 
+/* Collects slabs to give back, HPM_SLAB_BATCH per pageheap lock. */
+typedef struct { hpm_span_t *v[HPM_SLAB_BATCH]; unsigned n; } slab_batch_t;
+
+static void batch_add(slab_batch_t *b, hpm_span_t *s) {
+    b->v[b->n++] = s;
+    if (b->n == HPM_SLAB_BATCH) { slabs_release(b->v, b->n); b->n = 0; }
+}
+
+static void batch_flush(slab_batch_t *b) {
+    if (b->n) slabs_release(b->v, b->n);
+    b->n = 0;
+}
+
 /* An own slab that became empty: kept for reuse (no pageheap lock, no
  * re-format) while the heap keeps fewer than HPM_HEAP_EMPTY_SLABS of them,
  * so that producer/consumer traffic and allocation waves that cross slab
@@ -132,30 +145,15 @@ static void slab_retire(hpm_heap_t *h, hpm_span_t *s) {
         h->empty_slabs++;
         return;
     }
-    hpm_span_t *v[HPM_SLAB_BATCH];
-    unsigned n = 0;
-    v[n++] = s;
-    for (unsigned i = 0, c = s->class_idx; i < HPM_CLASSES && n < HPM_SLAB_BATCH; i++, c = (c + 1) % HPM_CLASSES) {
+    slab_batch_t b = {.v = {s}, .n = 1};
+    for (unsigned i = 0, c = s->class_idx; i < HPM_CLASSES && b.n < HPM_SLAB_BATCH; i++, c = (c + 1) % HPM_CLASSES) {
         hpm_span_t *t;
-        while (n < HPM_SLAB_BATCH && (t = slist_pop(&h->empty[c]))) {
+        while (b.n < HPM_SLAB_BATCH && (t = slist_pop(&h->empty[c]))) {
             h->empty_slabs--;
-            v[n++] = t;
+            b.v[b.n++] = t;   /* not batch_add: exactly one batch goes back */
         }
     }
-    slabs_release(v, n);
-}
-
-/* Collects slabs to give back, HPM_SLAB_BATCH per pageheap lock. */
-typedef struct { hpm_span_t *v[HPM_SLAB_BATCH]; unsigned n; } slab_batch_t;
-
-static void batch_add(slab_batch_t *b, hpm_span_t *s) {
-    b->v[b->n++] = s;
-    if (b->n == HPM_SLAB_BATCH) { slabs_release(b->v, b->n); b->n = 0; }
-}
-
-static void batch_flush(slab_batch_t *b) {
-    if (b->n) slabs_release(b->v, b->n);
-    b->n = 0;
+    batch_flush(&b);
 }
 
 static void heap_release_kept(hpm_heap_t *h) {
@@ -303,7 +301,7 @@ static void heap_abandon(hpm_heap_t *h) {
         hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
         h->current[c] = &_hpm_empty_span;
         h->avail[c] = h->avail_tail[c] = h->full[c] = NULL;
-        hpm_span_t *keep = NULL;   /* a chain through next, in the order found */
+        hpm_span_t *keep = NULL;   /* a chain through next, last found first: the current slab ends on top of the abandoned list */
         for (int l = 0; l < 3; l++) {
             for (hpm_span_t *s = lists[l], *next; s; s = next) {
                 next = l == 0 ? NULL : s->next;

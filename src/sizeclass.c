@@ -1,9 +1,10 @@
 /* sizeclass.c: the small-object size classes. Classes 0..7 are 16..128
  * bytes in steps of 16; above that, eight classes per doubling up to
  * 8 KiB (at most 12.5% internal waste). Slabs are 32 KiB for blocks of up
- * to 1 KiB (at least 32 blocks) and 64 KiB above (at least 8). Larger requests are page spans of their own, which
- * fragment less when a program frees most of its big objects. Invariant: hpm_size_class(n) is the smallest class whose
- * block_bytes >= n, for every n <= HPM_SMALL_MAX_BYTES. */
+ * to 1 KiB (at least 32 blocks) and 64 KiB above (at least 8). Larger
+ * requests are page spans of their own, which fragment less when a program
+ * frees most of its big objects. Invariant: hpm_size_class(n) is the
+ * smallest class whose block_bytes >= n, for every n <= HPM_SMALL_MAX_BYTES. */
 #include "internal.h"
 
 hpm_class_t _hpm_classes[HPM_CLASSES];

@@ -93,9 +93,9 @@ for ((r = 1; r <= rounds; r++)); do
     cmd=$pub; [[ $scale == quick ]] && cmd=$quick
     # A new seeded order for every workload of every round. A rotation kept
     # each allocator's predecessor fixed, and a run that follows a run of
-    # the same kind of heap finds its memory warm in this VM (hpmalloc-b
-    # after hpmalloc: mstress 0.47 against 0.59 of mimalloc v3 with the
-    # same library in both slots, swapped or not).
+    # the same kind of heap finds its memory warm in this VM: hpmalloc-b,
+    # right after hpmalloc, won mstress whichever of two builds it held
+    # (0.47 against 0.59 of mimalloc v3's time; swapped, 0.47 against 0.51).
     mapfile -t perm < <(awk -v n="$n_a" -v seed="$((r * 7919 + ${#name}))" 'BEGIN { srand(seed); for (i = 0; i < n; i++) p[i] = i;
       for (i = n - 1; i > 0; i--) { j = int(rand() * (i + 1)); t = p[i]; p[i] = p[j]; p[j] = t } for (i = 0; i < n; i++) print p[i] }')
     for ((k = 0; k < n_a; k++)); do

@@ -401,7 +401,7 @@ static void announce(const hpm_bench_ctx_t *ctx, const opts_t *o, hpm_bench_stat
  * seeded by both, the same on every run of hpm bench. A fixed order gave
  * every allocator the same predecessor, and in this VM a run that follows
  * a run of the same kind of heap finds its memory warm (two hpmalloc
- * builds side by side: the second won mstress by 20% whichever it was). */
+ * builds side by side: the second won mstress by 8-20% whichever it was). */
 static void alloc_order(int *order, int n, int rep, int case_idx) {
     uint64_t x = (uint64_t)rep * 0x9E3779B97F4A7C15ull + (uint64_t)case_idx * 0xBF58476D1CE4E5B9ull + 1;
     for (int i = 0; i < n; i++) order[i] = i;
