@@ -76,9 +76,9 @@ $(B)/libhpmsim.a: $(SIM_OBJ)
 	@mkdir -p $(B); rm -f $@
 	ar rcs $@ $^
 
-$(B)/obj/tools/%.o: tools/%.c $(wildcard tools/hpm/*.h tools/hpm/*/*.h tools/proc/*.h sim/include/*.h) include/hpmalloc.h
+$(B)/obj/tools/%.o: tools/%.c $(wildcard tools/hpm/*.h tools/hpm/*/*.h tools/proc/*.h sim/include/*.h) include/hpmalloc.h bench/common/bench_common.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(BASE) -DHPM_MULTIARCH='"$(MULTIARCH)"' -Iinclude -Isim/include -Itools/hpm -Itools/hpm/bench -Itools/hpm/stat -Itools/proc -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(BASE) -DHPM_MULTIARCH='"$(MULTIARCH)"' -Iinclude -Isim/include -Itools/hpm -Itools/hpm/bench -Itools/hpm/stat -Itools/proc -Ibench/common -c $< -o $@
 
 $(B)/hpm: $(HPM_OBJ) $(B)/libhpmsim.a
 	$(CC) $(LDFLAGS) -o $@ $(HPM_OBJ) $(B)/libhpmsim.a -pthread -lm -ldl

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "args.h"
+#include "bench_common.h"   /* bench_rng_t, the programs' seeded generator */
 #include "bench_int.h"
 #include "hpm.h"
 #include "hpm_proc.h"
@@ -403,13 +404,33 @@ static void announce(const hpm_bench_ctx_t *ctx, const opts_t *o, hpm_bench_stat
  * a run of the same kind of heap finds its memory warm (two hpmalloc
  * builds side by side: the second won mstress by 8-20% whichever it was). */
 static void alloc_order(int *order, int n, int rep, int case_idx) {
-    uint64_t x = (uint64_t)rep * 0x9E3779B97F4A7C15ull + (uint64_t)case_idx * 0xBF58476D1CE4E5B9ull + 1;
+    bench_rng_t rng;
+    bench_rng_seed(&rng, (uint64_t)rep << 32 | (uint32_t)case_idx);
     for (int i = 0; i < n; i++) order[i] = i;
     for (int i = n - 1; i > 0; i--) {
-        x ^= x >> 31; x *= 0x94D049BB133111EBull; x ^= x >> 29;
-        int j = (int)(x % (uint64_t)(i + 1)), t = order[i];
+        int j = (int)bench_rng_below(&rng, (uint64_t)i + 1), t = order[i];
         order[i] = order[j];
         order[j] = t;
+    }
+}
+
+static int alloc_index(const hpm_bench_ctx_t *ctx, const char *name) {
+    for (int a = 0; a < ctx->n_allocs; a++)
+        if (!strcmp(ctx->allocs[a].name, name)) return a;
+    return ctx->n_allocs;
+}
+
+/* The runs of one case and repetition, [first, n_runs), put back in the
+ * order of the selection, whatever order they ran in: runs.csv then lists
+ * them as the live summary does, and `--report` (which takes the
+ * allocators in the order they first appear in runs.csv) rebuilds the
+ * same summary. */
+static void runs_in_selection_order(const hpm_bench_ctx_t *ctx, hpm_bench_state_t *st, int first) {
+    for (int i = first + 1; i < st->n_runs; i++) {
+        hpm_bench_run_t r = st->runs[i];
+        int key = alloc_index(ctx, r.alloc), j = i;
+        for (; j > first && alloc_index(ctx, st->runs[j - 1].alloc) > key; j--) st->runs[j] = st->runs[j - 1];
+        st->runs[j] = r;
     }
 }
 
@@ -422,8 +443,10 @@ static int run_all(hpm_bench_ctx_t *ctx, const opts_t *o, hpm_bench_state_t *st)
     for (int rep = 1; rep <= o->reps; rep++)
         for (int i = 0; i < hpm_bench_n_cases; i++)
             if (o->want_case[i]) {
+                int first = st->n_runs;
                 alloc_order(order, ctx->n_allocs, rep, i);
                 for (int a = 0; a < ctx->n_allocs; a++) run_case(ctx, &hpm_bench_cases[i], &ctx->allocs[order[a]], rep);
+                runs_in_selection_order(ctx, st, first);
             }
     if (o->want_ccow) run_suite(ctx, "ccow", hpm_bench_suite_ccow);
     if (o->want_color) run_suite(ctx, "color", hpm_bench_suite_color);
