@@ -29,15 +29,13 @@ static inline hpm_heap_t *heap_get(void) {
 }
 
 static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
-    hpm_span_t *s = h->current[cls];
-    void **b = s->free;
+    void **b = h->hand[cls];
     if (likely(b != NULL)) {
         void **next = b[0];
-        s->free = next;
+        h->hand[cls] = next;
         __builtin_prefetch(next, 1);   /* the next malloc of this class reads and writes it */
         b[1] = NULL;
-        s->used++;
-        hpm_used_add(h, s->block_bytes_owner);
+        hpm_used_add(h, _hpm_class_block_bytes[cls]);
         return b;
     }
     return _hpm_heap_alloc_slow(h, cls);   /* sets errno when it fails; a tail call keeps the fast path free of saved registers */
@@ -186,8 +184,9 @@ static inline void free_checked(void *p, const char *fn) {
     void **b = p;
     if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
     b[1] = (void *)hpm_cookie(b);
-    b[0] = s->free;
-    s->free = b;
+    void ***to = s->push_to;   /* the slab's list, or this thread's hand when the slab is current */
+    b[0] = *to;
+    *to = b;
     hpm_used_add(h, -(int64_t)(s->block_bytes_owner));
     s->used--;
     if (unlikely(hpm_slab_freed_needs_slow(s))) free_local_slow(h, s);

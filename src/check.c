@@ -244,10 +244,32 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
         if ((uint64_t)b[1] != hpm_cookie(b)) return bad(why, "slab %p: free block %p lost its cookie", (void *)s->start, (void *)b);
     }
     if (fresh > s->capacity) return bad(why, "slab %p: %u blocks formatted of %u", (void *)s->start, fresh, s->capacity);
-    if ((uint64_t)s->used + n_free + s->held_blocks != fresh)   /* blocks past fresh were never used */
+    if ((const void *)s->push_to != (const void *)&s->free) {   /* in its owner's hand: the count is set again when it leaves (heap.c) */
+        if (s->list != LIST_CURRENT || n_free) return bad(why, "slab %p: in a hand, on list %u, with %u blocks on its own list", (void *)s->start, s->list, n_free);
+    } else if ((uint64_t)s->used + n_free + s->held_blocks != fresh)   /* blocks past fresh were never used */
         return bad(why, "slab %p (%u pages of %u-byte blocks, given-back pages 0x%x): %u used + %u free + %u held != formatted %u",
                    (void *)s->start, s->n_pages, s->block_bytes, s->held_pages_mask, s->used, n_free, s->held_blocks, fresh);
     if (!s->held_pages_mask && s->held_blocks) return bad(why, "slab %p: %u held blocks and no held page", (void *)s->start, s->held_blocks);
+    return true;
+}
+
+/* The hand of a current slab: free blocks of that slab, or of other
+ * slabs of its class (kept for stalled owners), which their slabs take
+ * as used. */
+static bool check_hand(void **hand, const hpm_span_t *cur, char *why) {
+    uint32_t n = 0;
+    for (void **b = hand; b; b = b[0]) {
+        const hpm_span_t *s = hpm_span_of(b);
+        if (++n > (1u << 24)) return bad(why, "slab %p: the hand does not end (a cycle?)", (void *)cur->start);
+        if (!s || s->kind != SPAN_SLAB || s->class_idx != cur->class_idx)
+            return bad(why, "slab %p: the hand holds %p, not a block of a slab of class %u", (void *)cur->start, (void *)b, cur->class_idx);
+        uintptr_t off = (uintptr_t)b - s->start;
+        if (off >= (uintptr_t)hpm_slab_fresh(s) * s->block_bytes || off % s->block_bytes)
+            return bad(why, "slab %p: the hand holds %p, not one of the formatted blocks of slab %p", (void *)cur->start, (void *)b, (void *)s->start);
+        if ((s->held_pages_mask >> (off >> HPM_PAGE_SHIFT)) & 1)
+            return bad(why, "slab %p: the hand holds %p, on a given-back page", (void *)cur->start, (void *)b);
+        if ((uint64_t)b[1] != hpm_cookie(b)) return bad(why, "slab %p: block %p in the hand lost its cookie", (void *)cur->start, (void *)b);
+    }
     return true;
 }
 
@@ -277,6 +299,10 @@ bool _hpm_check_heap(const hpm_heap_t *h, char *why) {
             if (cur->list != LIST_CURRENT || cur->class_idx != c || atomic_load_explicit(&cur->owner, memory_order_relaxed) != h)
                 return bad(why, "class %u: current slab %p has list %u class %u", c, (void *)cur->start, cur->list, cur->class_idx);
             if (!_hpm_check_span(cur, why)) return false;
+            if (cur->push_to != &h->hand[c] && h->hand[c]) return bad(why, "class %u: a hand, and the current slab frees to its own list", c);
+            if (!check_hand(h->hand[c], cur, why)) return false;
+        } else if (h->hand[c]) {
+            return bad(why, "class %u has a hand and no current slab", c);
         }
         if (!check_slab_list(h, h->avail[c], c, LIST_AVAIL, why)) return false;
         const hpm_span_t *last = h->avail[c];

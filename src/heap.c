@@ -1,8 +1,9 @@
 /* heap.c: per-thread heaps, the lock-free front end (docs/allocator.md, "Threads").
  *
- * Each thread owns a heap: per size class a current slab (the fast path
- * pops its free list), a list of slabs with free blocks (avail) and a list
- * of slabs that were full when last looked at (full). Frees by the owner
+ * Each thread owns a heap: per size class a current slab, whose free
+ * blocks the fast path pops from the heap's hand (hand_take), a list of
+ * slabs with free blocks (avail) and a list of slabs that were full when
+ * last looked at (full). Frees by the owner
  * push onto the slab's free list. Frees by other threads never touch the
  * slab: they travel as batched messages to the owner's inbox (remote.c),
  * and the owner frees them locally on its slow paths, so a full slab
@@ -231,13 +232,53 @@ void _hpm_free_other_in(hpm_heap_t *h, hpm_span_t *s, void **b) {
     }
 }
 
-static inline void *slab_pop(hpm_heap_t *h, hpm_span_t *s) {
-    void **b = s->free;
-    s->free = b[0];
+/* The current slab's free list becomes the hand, and the slab's local
+ * frees go to the hand from now on (push_to), so a block just freed is
+ * the next one handed out, as before. While the slab is in the hand its
+ * own list stays empty and its count is not kept (frees still decrement
+ * it, mallocs do not touch the slab): it is set again, exactly, whenever
+ * the hand is empty or given back. */
+static inline void hand_take(hpm_heap_t *h, hpm_span_t *s) {
+    h->hand[s->class_idx] = s->free;
+    s->free = NULL;
+    s->push_to = &h->hand[s->class_idx];
+    s->used = hpm_slab_fresh(s) - s->held_blocks;   /* slab.c's invariant with an empty free list */
+}
+
+static inline void *hand_pop(hpm_heap_t *h, unsigned cls) {
+    void **b = h->hand[cls];
+    h->hand[cls] = b[0];
     b[1] = NULL;
-    s->used++;
-    hpm_used_add(h, s->block_bytes_owner);
+    hpm_used_add(h, _hpm_class_block_bytes[cls]);
     return b;
+}
+
+/* The hand goes back: the current slab's blocks on its own list, which
+ * counts its live blocks again (the slab stays current), and blocks of
+ * other slabs (kept for stalled owners, remote.c) freed as any block of
+ * theirs would be. For trim, thread exit, fork, and the allocation slow
+ * path (where the hand is empty). At most 2^24 blocks are walked: a
+ * thread that vanished at fork may have left the hand in any state a
+ * fast path leaves it, which is a valid list. */
+static void hand_return(hpm_heap_t *h, unsigned cls) {
+    hpm_span_t *s = h->current[cls];
+    void **b = h->hand[cls];
+    h->hand[cls] = NULL;
+    if (s == &_hpm_empty_span || s->push_to != &h->hand[cls]) return;
+    uint32_t n = 0;
+    void **own = NULL, **foreign = NULL;
+    for (void **next; b && n + 1 < (1u << 24); b = next) {
+        next = b[0];
+        if ((uintptr_t)b - s->start < ((uintptr_t)s->n_pages << HPM_PAGE_SHIFT)) { b[0] = own; own = b; n++; }
+        else { b[0] = foreign; foreign = b; }
+    }
+    s->free = own;
+    s->push_to = (void ***)&s->free;
+    s->used = hpm_slab_fresh(s) - s->held_blocks - n;
+    for (void **next; foreign; foreign = next) {
+        next = foreign[0];
+        _hpm_free_other(h, foreign);
+    }
 }
 
 void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
@@ -249,7 +290,8 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     if (h->outbox_blocks) _hpm_remote_flush(h);
     hpm_span_t *s = h->current[cls];
     if (s != &_hpm_empty_span) {
-        if (slab_gather(s)) return slab_pop(h, s);
+        hand_return(h, cls);   /* an empty hand: every formatted block the slab does not hold is live */
+        if (slab_gather(s)) { hand_take(h, s); return hand_pop(h, cls); }
         h->current[cls] = &_hpm_empty_span;
         slist_push(&h->full[cls], s, LIST_FULL);
     }
@@ -264,7 +306,8 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     hpm_slab_set_list(s, LIST_CURRENT);
     h->current[cls] = s;
     hpm_check_internal(_hpm_check_span, s);
-    return slab_pop(h, s);
+    hand_take(h, s);
+    return hand_pop(h, cls);
 }
 
 /* A free into an own slab that is not current: a full one becomes
@@ -298,6 +341,7 @@ static void heap_abandon(hpm_heap_t *h) {
      * replacements). */
     slab_batch_t b = {.n = 0};
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
+        hand_return(h, c);
         hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
         h->current[c] = &_hpm_empty_span;
         h->avail[c] = h->avail_tail[c] = h->full[c] = NULL;
@@ -368,6 +412,7 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     }
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         h->current[c] = &_hpm_empty_span;
+        h->hand[c] = NULL;
         h->avail[c] = h->avail_tail[c] = h->full[c] = h->empty[c] = NULL;
         h->slabs_made[c] = 0;
     }
@@ -402,14 +447,16 @@ void _hpm_heap_release_empty(bool shed) {
     _hpm_spancache_flush(h);
     heap_release_kept(h);
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
+        hand_return(h, c);
         hpm_span_t *s = h->current[c];
         if (s != &_hpm_empty_span) {
             if (s->used == 0) {
                 h->current[c] = &_hpm_empty_span;
                 hpm_slab_set_list(s, LIST_NONE);
                 slab_release(s);
-            } else if (shed) {
-                _hpm_slab_shed(s);
+            } else {
+                if (shed) _hpm_slab_shed(s);
+                hand_take(h, s);
             }
         }
         for (s = h->avail[c]; s; ) {
@@ -419,6 +466,7 @@ void _hpm_heap_release_empty(bool shed) {
             s = next;
         }
     }
+    _hpm_remote_flush(h);   /* blocks the hands kept for other heaps */
 }
 
 /* Shed the free pages of abandoned slabs (for trim; an abandoned slab
@@ -462,16 +510,6 @@ void _hpm_heap_fork_parent(void) {
  * and the program stays counted as live (a leak of one block, never a
  * block given out twice). */
 static void heap_repair(hpm_heap_t *h) {
-    for (unsigned c = 0; c < HPM_CLASSES; c++) {
-        hpm_span_t *lists[4] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c], h->empty[c]};
-        for (int l = 0; l < 4; l++) {
-            for (hpm_span_t *s = lists[l]; s; s = l == 0 ? NULL : s->next) {
-                uint32_t n = 0;
-                for (void **b = s->free; b && n <= s->capacity; b = b[0]) n++;
-                s->used = hpm_slab_fresh(s) - n - s->held_blocks;
-            }
-        }
-    }
     h->outbox_blocks = 0;
     for (unsigned i = 0; i < HPM_OUTBOX_SLOTS; i++) {
         hpm_outbox_t *o = &h->outbox[i];
@@ -480,6 +518,17 @@ static void heap_repair(hpm_heap_t *h) {
         if (!o->tail) o->tail = o->head;
         for (void **b = o->head; ; b = b[0]) { o->count++; if (b == o->tail || !b[0]) { o->tail = b; break; } }
         h->outbox_blocks += o->count;
+    }
+    for (unsigned c = 0; c < HPM_CLASSES; c++) {
+        hand_return(h, c);
+        hpm_span_t *lists[4] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c], h->empty[c]};
+        for (int l = 0; l < 4; l++) {
+            for (hpm_span_t *s = lists[l]; s; s = l == 0 ? NULL : s->next) {
+                uint32_t n = 0;
+                for (void **b = s->free; b && n <= s->capacity; b = b[0]) n++;
+                s->used = hpm_slab_fresh(s) - n - s->held_blocks;
+            }
+        }
     }
 }
 

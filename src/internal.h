@@ -75,6 +75,8 @@ typedef struct {
 } hpm_class_t;
 
 HPM_INTERNAL extern hpm_class_t _hpm_classes[HPM_CLASSES];
+/* Each class's block size alone, for malloc's byte count (4 lines, not 21). */
+HPM_INTERNAL extern uint32_t _hpm_class_block_bytes[HPM_CLASSES];
 HPM_INTERNAL extern const uint8_t _hpm_class_of16[(1024 >> 4) + 1];
 HPM_INTERNAL void _hpm_classes_init(void);
 
@@ -115,7 +117,8 @@ struct hpm_span_s {
     /* Line 1: the owner's (or, for an abandoned slab, the class lock
      * holder's): what malloc and a local free write. */
     void *free __attribute__((aligned(64)));   /* free blocks, LIFO */
-    uint32_t used;                  /* live blocks (remote frees not yet collected count as live) */
+    void ***push_to;                /* where a local free pushes: &free, or the owner's hand while it has one (heap.c) */
+    uint32_t used;                  /* live blocks (remote frees not yet collected count as live); not kept while in a hand */
     uint32_t block_bytes_owner;     /* block_bytes again, on this line, for the fast paths' counting */
     uint8_t list;                   /* which heap list it is on (slabs: set with hpm_slab_set_list) */
     uint32_t free_slow_below;       /* a local free that leaves fewer live blocks takes the slow path (hpm_slab_set_list) */
@@ -327,9 +330,23 @@ HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 #define HPM_OUTBOX_BATCH 64                 /* blocks handed over with one CAS */
 #define HPM_HEAP_EMPTY_SLABS 16             /* emptied slabs a heap keeps for reuse */
 #define HPM_SLAB_BATCH 8                    /* slabs given back to the pageheap under one lock (heap.c) */
-typedef struct { hpm_heap_t *to; void **head, **tail; uint32_t count; } hpm_outbox_t;
+#define HPM_STALL_SENDS 4                   /* batches in a row that found the owner's inbox not yet taken: the owner is stalled */
+#define HPM_KEEP_PROBE 1024                 /* blocks kept for a stalled owner before a batch is sent to it again */
+typedef struct {
+    hpm_heap_t *to;
+    void **head, **tail;
+    uint32_t count;
+    uint16_t waiting;                       /* sends in a row that found to's inbox not yet taken */
+    bool stalled;                           /* waiting reached HPM_STALL_SENDS: keep its blocks (remote.c) */
+    uint32_t kept;                          /* blocks kept since the slot stalled */
+} hpm_outbox_t;
 struct hpm_heap_s {
-    int64_t used_bytes;                 /* this thread's net allocated bytes (first: shares a line with current[]) */
+    int64_t used_bytes;                 /* this thread's net allocated bytes (first: shares a line with hand[]) */
+    /* The hand: free blocks that malloc's fast path pops without touching
+     * a slab: the current slab's, taken off its list, and blocks of
+     * stalled owners' slabs kept by remote.c. They count as used in their
+     * slabs. NULL when empty; never set without a current slab. */
+    void **hand[HPM_CLASSES];
     hpm_span_t *current[HPM_CLASSES];   /* never NULL: an empty sentinel when none */
     hpm_span_t *avail[HPM_CLASSES];     /* slabs with free blocks (besides current), oldest first */
     hpm_span_t *avail_tail[HPM_CLASSES]; /* newest of avail: a slab that gets a free while full joins here */
@@ -409,13 +426,15 @@ static inline uint32_t hpm_slab_fresh(const hpm_span_t *s) {
  * free pattern such as larson, so it must not be a branch of its own). */
 static inline void hpm_slab_set_list(hpm_span_t *s, unsigned list) {
     s->list = (uint8_t)list;
+    s->push_to = (void ***)&s->free;   /* a current slab's hand is set up by heap.c after this */
     s->free_slow_below = list == LIST_FULL ? UINT32_MAX : list == LIST_CURRENT ? 0u : 1u;
 }
 static inline bool hpm_slab_freed_needs_slow(const hpm_span_t *s) { return s->used < s->free_slow_below; }
 
 static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
-    b[0] = s->free;
-    s->free = b;
+    void ***to = s->push_to;
+    b[0] = *to;
+    *to = b;
     s->used--;
     if (unlikely(hpm_slab_freed_needs_slow(s))) _hpm_heap_free_slow(h, s);
 }

@@ -7,9 +7,13 @@
  * for another owner, or on the thread's slow paths and at exit. The owner
  * takes its inbox with one exchange on its slow paths and frees each block
  * locally (or forwards it, when the slab has changed hands since).
+ * An owner that leaves batch after batch untaken is stalled: the freeing
+ * thread then keeps its blocks in its own hand and reuses them
+ * (keep_for_stalled; docs/allocator.md, "Reuse of a stalled owner's
+ * blocks").
  *
  * Invariants:
- * - a block on its way (outbox, inbox) still counts in its slab's `used`,
+ * - a block on its way (outbox, inbox, another heap's hand) still counts in its slab's `used`,
  *   so the slab cannot be released, recycled or re-formatted before the
  *   message is processed; the sender never touches the span again after
  *   reading the owner (issue 13 item 6).
@@ -23,15 +27,18 @@
 
 #define INBOX_CLOSED ((void *)1)
 
-/* Push the list head..tail onto to's inbox. False when it is closed. */
-static bool send(hpm_heap_t *to, void **head, void **tail) {
+enum { SEND_CLOSED, SEND_TAKEN, SEND_WAITING };
+
+/* Push the list head..tail onto to's inbox: SEND_CLOSED when it is
+ * closed, SEND_WAITING when what was sent before is still there. */
+static int send(hpm_heap_t *to, void **head, void **tail) {
     void *old = atomic_load_explicit(&to->inbox, memory_order_relaxed);
     do {
-        if (old == INBOX_CLOSED) return false;
+        if (old == INBOX_CLOSED) return SEND_CLOSED;
         tail[0] = old;
     } while (!atomic_compare_exchange_weak_explicit(&to->inbox, &old, head, memory_order_release,
                                                     memory_order_relaxed));
-    return true;
+    return old ? SEND_WAITING : SEND_TAKEN;
 }
 
 static void flush_slot(hpm_heap_t *h, hpm_outbox_t *o) {
@@ -40,7 +47,14 @@ static void flush_slot(hpm_heap_t *h, hpm_outbox_t *o) {
     h->outbox_blocks -= o->count;
     o->head = o->tail = NULL;
     o->count = 0;
-    if (send(to, head, tail)) return;
+    int sent = send(to, head, tail);
+    if (sent == SEND_WAITING) {
+        if (o->waiting < HPM_STALL_SENDS) o->waiting++;
+        if (o->waiting >= HPM_STALL_SENDS) o->stalled = true;
+        return;
+    }
+    o->waiting = 0;
+    if (sent == SEND_TAKEN) return;
     /* the owner exited after we read it: every one of its slabs has a new
      * state now, so route each block again */
     for (void **b = head, **next; b; b = next) {
@@ -49,16 +63,37 @@ static void flush_slot(hpm_heap_t *h, hpm_outbox_t *o) {
     }
 }
 
+/* A block for a stalled owner goes into this heap's hand for its class,
+ * if this heap allocates that class (its current slab is in the hand) and may
+ * take foreign blocks (not exiting, not coloured): its next malloc of
+ * the class reuses it, where the owner would not have for who knows how
+ * long. The block stays used in its slab, as it would in the owner's
+ * inbox. After HPM_KEEP_PROBE blocks the slot sends again, once: a batch
+ * that finds the owner's inbox taken ends the stall. */
+static bool keep_for_stalled(hpm_heap_t *h, hpm_outbox_t *o, void **b) {
+    unsigned cls = hpm_span_of(b)->class_idx;
+    if (!h->active || h->colour_mask || h->current[cls]->push_to != &h->hand[cls]) return false;   /* no hand now (heap.c) */
+    b[0] = h->hand[cls];
+    h->hand[cls] = b;
+    if (++o->kept >= HPM_KEEP_PROBE) {
+        o->kept = 0;
+        o->stalled = false;
+        o->waiting = HPM_STALL_SENDS - 1;   /* one more waiting send stalls it again */
+    }
+    return true;
+}
+
 void _hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b) {
     if (unlikely(h == NULL)) {   /* no heap (metadata ran out): one message */
-        if (!send(to, b, b)) _hpm_free_other(NULL, b);
+        if (send(to, b, b) == SEND_CLOSED) _hpm_free_other(NULL, b);
         return;
     }
     hpm_outbox_t *o = &h->outbox[hpm_outbox_slot(to)];
     if (o->to != to) {
-        if (o->count) flush_slot(h, o);
-        o->to = to;
+        while (o->count) flush_slot(h, o);   /* a flush that routes blocks again may refill the slot */
+        *o = (hpm_outbox_t){.to = to};
     }
+    if (unlikely(o->stalled) && keep_for_stalled(h, o, b)) return;
     b[0] = o->head;
     if (!o->head) o->tail = b;
     o->head = b;
@@ -102,7 +137,7 @@ void _hpm_remote_close(hpm_heap_t *h) {
     _hpm_remote_flush(h);
 }
 
-void _hpm_remote_open(hpm_heap_t *h) {
+void _hpm_remote_open(hpm_heap_t *h) {   /* the outbox slots start empty, not stalled */
     for (unsigned i = 0; i < HPM_OUTBOX_SLOTS; i++) h->outbox[i] = (hpm_outbox_t){0};
     h->outbox_blocks = 0;
     atomic_store_explicit(&h->inbox, NULL, memory_order_release);

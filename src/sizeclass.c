@@ -8,6 +8,7 @@
 #include "internal.h"
 
 hpm_class_t _hpm_classes[HPM_CLASSES];
+uint32_t _hpm_class_block_bytes[HPM_CLASSES];
 /* The class of each size up to 1 KiB in 16-byte steps, as a constant, so
  * that malloc can compute a class before the first malloc has run the
  * initialisation (its fast path no longer tests for a heap first);
@@ -30,6 +31,7 @@ void _hpm_classes_init(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_class_t *k = &_hpm_classes[c];
         k->block_bytes = class_bytes(c);
+        _hpm_class_block_bytes[c] = k->block_bytes;
         k->slab_pages = k->block_bytes <= 1024 ? 8 : 16;   /* docs/allocator.md, "Sizes": 32 KiB, at least 32 blocks */
         k->capacity = (k->slab_pages * (uint32_t)HPM_PAGE_BYTES) / k->block_bytes;
         k->recip = (uint32_t)(((1ull << 32) + k->block_bytes - 1) / k->block_bytes);

@@ -12,7 +12,9 @@
  * Blocks are formatted lazily, a page's worth at a time (_hpm_slab_extend):
  * blocks at or after `fresh` were never handed out and hold nothing.
  * Invariant: used = fresh - (blocks on free) - held_blocks, where blocks on
- * their way from other threads still count as used. */
+ * their way from other threads, and in any heap's hand, still count as
+ * used; while the slab is current (its frees go to the hand, push_to)
+ * heap.c sets used again when the hand is empty or given back. */
 #include "internal.h"
 
 uint64_t _hpm_cookie_secret = 0x9e3779b97f4a7c15ull;

@@ -56,34 +56,47 @@ static void test_checkers_after_traffic(void) {
     for (int i = 1; i < 64; i += 2) free(keep[i]);
 }
 
-/* Damage to the calling thread's heap, found by _hpm_check_heap. */
+/* Damage to the calling thread's heap, found by _hpm_check_heap: a
+ * slab's count (of a full slab: the current one is in the hand, where its
+ * count is not kept), a free block's cookie (in the hand and on a slab's
+ * own list) and a list tag. */
 static void test_heap_checker_finds_damage(void) {
-    void *p = malloc(40);
-    CHECK(p != NULL);
+    enum { N = 2000 };   /* 40-byte blocks: more than two slabs of their class hold */
+    static void *p[N];
+    for (int i = 0; i < N; i++) p[i] = malloc(40);
+    CHECK(p[0] != NULL && p[N - 1] != NULL);
     hpm_heap_t *h = _hpm_tls_heap;
-    hpm_span_t *s = hpm_span_of(p);
-    CHECK(h && s && s->kind == SPAN_SLAB);
-    if (!h || !s) return;
+    hpm_span_t *cur = hpm_span_of(p[N - 1]), *s = NULL;
+    int first = 0;   /* a block of a full slab */
+    while (first < N - 1 && (s = hpm_span_of(p[first])) == cur) first++;
+    CHECK(h && s && s->kind == SPAN_SLAB && cur && cur != s, "h %p s %p cur %p first %d", (void *)h, (void *)s, (void *)cur, first);
+    if (!h || !s || !cur || cur == s) return;
+    CHECK(s->list == LIST_FULL, "the first slab is on list %u, not full", s->list);
     CHECK(_hpm_check_heap(h, why), "sound heap: %s", why);
     s->used++;
     CHECK(!_hpm_check_heap(h, why), "a wrong used count is not found");
     printf("damage used count -> %s\n", why);
     s->used--;
-    void **b = s->free;
-    if (b) {
+    free(p[first]);   /* the full slab gets a free block, and becomes available */
+    p[first] = NULL;
+    void **holes[2] = {s->free, h->hand[s->class_idx]};
+    for (int k = 0; k < 2; k++) {
+        void **b = holes[k];
+        CHECK(b != NULL, "no free block %s", k ? "in the hand" : "on the slab's list");
+        if (!b) continue;
         uint64_t cookie = (uint64_t)b[1];
         b[1] = NULL;
-        CHECK(!_hpm_check_heap(h, why), "a free block without its cookie is not found");
+        CHECK(!_hpm_check_heap(h, why), "a free block without its cookie is not found (%s)", k ? "hand" : "slab");
         printf("damage cookie -> %s\n", why);
         b[1] = (void *)cookie;
     }
-    uint8_t list = s->list;
-    s->list = LIST_FULL;
+    uint8_t list = cur->list;
+    cur->list = LIST_FULL;
     CHECK(!_hpm_check_heap(h, why), "a wrong list tag is not found");
     printf("damage list tag -> %s\n", why);
-    s->list = list;
+    cur->list = list;
     CHECK(_hpm_check_heap(h, why), "sound again: %s", why);
-    free(p);
+    for (int i = 0; i < N; i++) free(p[i]);
 }
 
 /* Runs fn in a child; true when it died of SIGABRT and said want on stderr. */

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include "internal.h"
 #include "testhelper.h"
+#include "heaptest.h"
 
 #define BLOCK_BYTES 256
 #define SLABS 40
@@ -26,13 +27,6 @@ static unsigned kept_on_lists(hpm_heap_t *h, unsigned *bad) {
                 atomic_load_explicit(&s->owner, memory_order_relaxed) != h)
                 (*bad)++;
         }
-    return n;
-}
-
-static size_t used_pages(void) {
-    pthread_mutex_lock(&_hpm_ph.lock);
-    size_t n = _hpm_ph.used_pages_total;
-    pthread_mutex_unlock(&_hpm_ph.lock);
     return n;
 }
 
@@ -56,7 +50,7 @@ static void *run(void *arg) {
     hpm_heap_t *h = hpm_my_heap();
     CHECK(h != NULL && h->empty_slabs == 0, "no emptied slab kept yet: %u", h ? h->empty_slabs : 0);
     unsigned max_kept = 0, drops = 0, wrong_drops = 0, bad = 0, prev = h->empty_slabs;
-    size_t pages_before = used_pages();
+    size_t pages_before = ht_used_pages();
     size_t wrong_pages = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char *p = blk[i];
@@ -67,11 +61,11 @@ static void *run(void *arg) {
         if (now < prev) {   /* a batch went back */
             drops++;
             if (prev != HPM_HEAP_EMPTY_SLABS || now != HPM_HEAP_EMPTY_SLABS + 1 - HPM_SLAB_BATCH) wrong_drops++;
-            size_t pages_now = used_pages();
+            size_t pages_now = ht_used_pages();
             if (pages_before - pages_now != (size_t)HPM_SLAB_BATCH * _hpm_classes[cls].slab_pages) wrong_pages++;
             pages_before = pages_now;
         } else {
-            pages_before = used_pages();
+            pages_before = ht_used_pages();
         }
         prev = now;
     }
@@ -88,21 +82,16 @@ static void *run(void *arg) {
     return NULL;
 }
 
-static void *idle(void *arg) { return arg; }
-
 int main(void) {
     void *volatile first = malloc(16);   /* the allocator is set up */
     free(first);
     pthread_t t;
-    /* a thread that does nothing first: glibc's own allocations for a
-     * thread (its TLS vector, from the creating thread's heap) exist */
-    CHECK(pthread_create(&t, NULL, idle, NULL) == 0);
-    pthread_join(t, NULL);
-    size_t before = used_pages();
+    CHECK(ht_first_thread() == 0);
+    size_t before = ht_used_pages();
     int made = pthread_create(&t, NULL, run, NULL);   /* checked after the join: the thread counts checks too */
     if (made == 0) pthread_join(t, NULL);
     CHECK(made == 0);
-    size_t pages_after_exit = used_pages();
+    size_t pages_after_exit = ht_used_pages();
     /* the thread's slabs, empty, all went back at exit */
     CHECK(pages_after_exit == before, "pages in use %zu after the thread exited, %zu before", pages_after_exit, before);
     return TEST_DONE();

@@ -1,0 +1,25 @@
+/* heaptest.h: helpers for the unit tests that count the pageheap's pages
+ * (included after internal.h): the count of pages in use, and a thread
+ * that does nothing, started and joined once so that glibc's own
+ * allocations for a thread (its TLS vector, from the creating thread's
+ * heap) exist before a test takes its first count. */
+#ifndef HPM_HEAPTEST_H
+#define HPM_HEAPTEST_H
+#include <pthread.h>
+
+static inline size_t ht_used_pages(void) {
+    pthread_mutex_lock(&_hpm_ph.lock);
+    size_t n = _hpm_ph.used_pages_total;
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    return n;
+}
+
+static void *ht_idle(void *arg) { return arg; }
+
+/* 0 when the idle thread ran. */
+static inline int ht_first_thread(void) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, ht_idle, NULL) != 0) return -1;
+    return pthread_join(t, NULL);
+}
+#endif

@@ -1,0 +1,97 @@
+/* test_stalled.c: blocks freed for an owner that does not collect them are
+ * reused by the freeing thread (remote.c, "keep_for_stalled"), not left in
+ * the owner's inbox (issue 11: a sleeping owner's inbox held 16 MB at
+ * rptest's peak).
+ *
+ * The main thread allocates N blocks of one class and then waits in
+ * pthread_join, so it takes none of the batches sent to it. A second
+ * thread, which allocates that class too, frees all N: the first batches
+ * go to the owner's inbox; once HPM_STALL_SENDS batches in a row found it
+ * not taken, the freeing thread keeps the blocks in its own hand, sending
+ * one batch again after each HPM_KEEP_PROBE. Its next N mallocs must then
+ * hand out the owner's blocks (each once, writable), with its heap sound
+ * by _hpm_check_heap (the hand holds foreign blocks). It frees them and
+ * exits: the blocks it still keeps go to the owner, so once the owner
+ * takes its inbox (hpm_trim) every one of its slabs is empty and given
+ * back: the pages in use are those from before the N mallocs. */
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "internal.h"
+#include "testhelper.h"
+#include "heaptest.h"
+
+#define BLOCK_BYTES 256
+#define N 4096
+
+static void **blk;                 /* the owner's blocks (mmap, not from the heap) */
+static hpm_heap_t *owner;
+static char why[HPM_WHY_BYTES];
+
+static bool owned_by(const void *p, const hpm_heap_t *h) {
+    hpm_span_t *s = hpm_span_of(p);
+    return s && s->kind == SPAN_SLAB && atomic_load_explicit(&s->owner, memory_order_relaxed) == h;
+}
+
+static void *freer(void *arg) {
+    (void)arg;
+    unsigned cls = hpm_size_class(BLOCK_BYTES);
+    void *mine = malloc(BLOCK_BYTES);   /* this heap allocates the class: it has a hand for it */
+    CHECK(mine != NULL);
+    hpm_heap_t *h = hpm_my_heap();
+    for (size_t i = 0; i < N; i++) free(blk[i]);
+    size_t in_hand = 0;
+    for (void **b = h->hand[cls]; b; b = b[0]) in_hand += owned_by(b, owner);
+    CHECK(in_hand >= N / 2, "%zu of %d freed blocks kept in the hand, want at least half", in_hand, N);
+    CHECK(_hpm_check_heap(h, why), "the heap with kept blocks: %s", why);
+    void **again = mmap(NULL, N * sizeof *again, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(again != MAP_FAILED);
+    if (again == MAP_FAILED) return NULL;
+    size_t reused = 0, same = 0;
+    for (size_t i = 0; i < N; i++) {
+        again[i] = malloc(BLOCK_BYTES);
+        CHECK(again[i] != NULL);
+        if (!again[i]) return NULL;
+        memset(again[i], (int)(i & 0xff), BLOCK_BYTES);
+        reused += owned_by(again[i], owner);
+    }
+    for (size_t i = 0; i < N; i++) {
+        const unsigned char *p = again[i];
+        if (p[0] != (unsigned char)(i & 0xff) || p[BLOCK_BYTES - 1] != (unsigned char)(i & 0xff)) same++;   /* handed out twice */
+    }
+    CHECK(reused == in_hand, "%zu of the mallocs returned the owner's blocks, %zu were kept", reused, in_hand);
+    CHECK(same == 0, "%zu blocks were handed out twice", same);
+    CHECK(_hpm_check_heap(h, why), "after reusing them: %s", why);
+    for (size_t i = 0; i < N; i++) free(again[i]);
+    free(mine);
+    munmap(again, N * sizeof *again);
+    return NULL;   /* thread exit: the kept blocks go to the owner */
+}
+
+int main(void) {
+    void *volatile first = malloc(16);   /* the allocator is set up */
+    free(first);
+    pthread_t t;
+    CHECK(ht_first_thread() == 0);
+    hpm_trim();
+    size_t before = ht_used_pages();
+    blk = mmap(NULL, N * sizeof *blk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(blk != MAP_FAILED);
+    if (blk == MAP_FAILED) return TEST_DONE();
+    for (size_t i = 0; i < N; i++) {
+        blk[i] = malloc(BLOCK_BYTES);
+        CHECK(blk[i] != NULL);
+        if (!blk[i]) return TEST_DONE();
+    }
+    owner = hpm_my_heap();
+    CHECK(owner != NULL && owned_by(blk[0], owner));
+    int made = pthread_create(&t, NULL, freer, NULL);   /* checked after the join: the thread counts checks too */
+    if (made == 0) pthread_join(t, NULL);
+    CHECK(made == 0);
+    hpm_trim();   /* takes the inbox: every block came home, every slab of them is empty */
+    CHECK(_hpm_check_heap(owner, why), "the owner after taking its inbox: %s", why);
+    size_t after = ht_used_pages();
+    CHECK(after == before, "pages in use %zu after the blocks came back and the trim, %zu before the mallocs", after, before);
+    munmap(blk, N * sizeof *blk);
+    return TEST_DONE();
+}
