@@ -3,8 +3,9 @@
  * Each thread owns a heap: per size class a current slab, whose free
  * blocks the fast path pops from the heap's hand (hand_take), a list of
  * slabs with free blocks (avail) and a list of slabs that were full when
- * last looked at (full). Frees by the owner
- * push onto the slab's free list. Frees by other threads never touch the
+ * last looked at (full). Frees by the owner push onto the slab's free
+ * list, or onto the hand while the slab is current (the span's push_to).
+ * Frees by other threads never touch the
  * slab: they travel as batched messages to the owner's inbox (remote.c),
  * and the owner frees them locally on its slow paths, so a full slab
  * becomes available again without any handshake.

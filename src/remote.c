@@ -71,8 +71,9 @@ static void flush_slot(hpm_heap_t *h, hpm_outbox_t *o) {
  * inbox. After HPM_KEEP_PROBE blocks the slot sends again, once: a batch
  * that finds the owner's inbox taken ends the stall. */
 static bool keep_for_stalled(hpm_heap_t *h, hpm_outbox_t *o, void **b) {
+    if (!h->active || h->colour_mask) return false;
     unsigned cls = hpm_span_of(b)->class_idx;
-    if (!h->active || h->colour_mask || h->current[cls]->push_to != &h->hand[cls]) return false;   /* no hand now (heap.c) */
+    if (h->current[cls]->push_to != &h->hand[cls]) return false;   /* no hand now (heap.c) */
     b[0] = h->hand[cls];
     h->hand[cls] = b;
     if (++o->kept >= HPM_KEEP_PROBE) {

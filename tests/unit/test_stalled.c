@@ -47,7 +47,7 @@ static void *freer(void *arg) {
     void **again = mmap(NULL, N * sizeof *again, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(again != MAP_FAILED);
     if (again == MAP_FAILED) return NULL;
-    size_t reused = 0, same = 0;
+    size_t reused = 0, twice = 0;
     for (size_t i = 0; i < N; i++) {
         again[i] = malloc(BLOCK_BYTES);
         CHECK(again[i] != NULL);
@@ -57,10 +57,10 @@ static void *freer(void *arg) {
     }
     for (size_t i = 0; i < N; i++) {
         const unsigned char *p = again[i];
-        if (p[0] != (unsigned char)(i & 0xff) || p[BLOCK_BYTES - 1] != (unsigned char)(i & 0xff)) same++;   /* handed out twice */
+        if (p[0] != (unsigned char)(i & 0xff) || p[BLOCK_BYTES - 1] != (unsigned char)(i & 0xff)) twice++;   /* a later memset overwrote it: handed out twice */
     }
     CHECK(reused == in_hand, "%zu of the mallocs returned the owner's blocks, %zu were kept", reused, in_hand);
-    CHECK(same == 0, "%zu blocks were handed out twice", same);
+    CHECK(twice == 0, "%zu blocks were handed out twice", twice);
     CHECK(_hpm_check_heap(h, why), "after reusing them: %s", why);
     for (size_t i = 0; i < N; i++) free(again[i]);
     free(mine);
