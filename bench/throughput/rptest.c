@@ -4,28 +4,35 @@
  * cross-thread frees every 2nd loop, 500 loops, 1000 live slots per
  * thread, about 100 operations per loop.
  *
- * The threads are started --runs times (2 in the original); each time a
- * thread runs 2 iterations of --loops loops. A loop: (1) takes the
- * batches other threads sent it and frees every block in them; (2) frees
- * 0.8 * --ops * p1 slots, walking its slot ring by a prime stride; (3)
- * replaces --ops * p2 slots (free the old block, allocate a new one of
- * the next size of the table) by another prime stride; (4) every
- * --cross-rate loops allocates a batch of --ops * p2 more blocks and
+ * The threads are started --runs times (2 in the original); each time
+ * they wait at a start gate until all exist (the original's start flag),
+ * then run 2 iterations of --loops loops. A loop: (1) takes the batches
+ * other threads sent it; (2) frees 0.8 * --ops * p1 slots, walking its
+ * slot ring by a prime stride; (3) frees every block of the batches taken
+ * in (1); (4) replaces --ops * p2 slots (free the old block, allocate a
+ * new one of the next size of the table) by another prime stride; (5)
+ * every --cross-rate loops allocates a batch of --ops * p2 more blocks and
  * pushes it onto the lock-free list of the next thread, which frees them.
  * p1, p2 are percentages in [30, 99] from fixed tables and the sizes come
  * from a fixed table of 2000 (here both drawn once from --seed). As in the
  * original, blocks are zeroed (calloc) or, for one in three sizes under
  * 4 KiB, allocated 8- or 16-byte aligned (memalign) and filled; the first
  * 4 bytes hold the size, every page and the last byte are written. A
- * thread stops sending batches once any thread has finished its loops; at
- * the end of an iteration the threads meet, free what was sent to them
- * and their own slots.
+ * thread stops sending batches once any thread has finished its loops; a
+ * thread that has finished keeps freeing what is sent to it, every
+ * 0.1 ms, until all have; then the threads meet, free what was sent
+ * to them and their own slots. (Until session 8 there was no start gate
+ * and a finished thread waited at a barrier without freeing.) The peak
+ * of live bytes depends on timing: a thread that falls behind holds the
+ * batches sent to it (docs/bench.md).
  *
  * Self-check: the first word of each block must still hold its size (which
  * its owner knows) and its last byte 1 when it is freed; every block sent is freed exactly once
- * (counted). Result: RESULT bench=rptest threads=T ... memops=N
- *   mops=X ns_per_op=X check=ok (memops counts mallocs and frees;
- *   ns_per_op = wall time / memops). */
+ * (counted), and the live-byte count ends at 0. Result: RESULT
+ *   bench=rptest threads=T ... memops=N peak_live_kb=N mops=X
+ *   ns_per_op=X check=ok (memops counts mallocs and frees; ns_per_op =
+ *   wall time / memops; peak_live_kb: the most bytes the program held,
+ *   counted once per loop as the original does). */
 #include <getopt.h>
 #include <malloc.h>
 #include <math.h>
@@ -35,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "bench_common.h"
 
 #define N_SIZES 2000
@@ -52,6 +60,7 @@ typedef struct worker {
     struct worker *all;
     _Atomic(sent_t *) inbox;
     uint64_t memops, sent_blocks, recv_blocks;
+    int64_t live_delta;       /* bytes allocated minus bytes freed since the last note_live */
 } worker_t;
 
 static const char *prog = "rptest";
@@ -59,7 +68,7 @@ static uint64_t n_threads, loops, slots, cross_rate, alloc_stride, free_stride;
 static size_t size_table[N_SIZES];
 static uint64_t alloc_ops[N_OPS], free_ops[N_OPS];
 static atomic_int finished_loops;
-static pthread_barrier_t meet;
+static pthread_barrier_t meet, start_gate;
 
 static void *alloc_block(size_t size, uint64_t k) {
     unsigned char *p;
@@ -87,11 +96,12 @@ static void free_block(worker_t *w, void *blk, size_t want) {
     if (s32 != want || p[s32 - 1] != 1)
         bench_check_failed("thread %d: block of %zu bytes at %p was overwritten (size word %u)", w->id, want, blk, s32);
     free(blk);
+    w->live_delta -= (int64_t)want;
     w->memops++;
 }
 
-static void drain_inbox(worker_t *w) {
-    sent_t *s = atomic_exchange(&w->inbox, NULL);
+/* Frees the batches of a list taken from an inbox. */
+static void free_sent(worker_t *w, sent_t *s) {
     while (s) {
         sent_t *next = s->next;
         for (uint64_t i = 0; i < s->count; i++) free_block(w, s->blk[i], size_table[(s->first_size + i) % N_SIZES]);
@@ -102,6 +112,19 @@ static void drain_inbox(worker_t *w) {
         s = next;
     }
 }
+
+/* The program's live bytes, as the original counts them (once per loop,
+ * not per call), and their peak: how much of max RSS the program itself
+ * needs. It depends on timing (a thread that falls behind holds the
+ * batches sent to it), so it varies from run to run. */
+static _Atomic int64_t live_bytes, peak_live_bytes;
+static void note_live(worker_t *w) {
+    int64_t v = atomic_fetch_add(&live_bytes, w->live_delta) + w->live_delta, peak = atomic_load(&peak_live_bytes);
+    w->live_delta = 0;
+    while (v > peak && !atomic_compare_exchange_weak(&peak_live_bytes, &peak, v)) {}
+}
+
+static void drain_inbox(worker_t *w) { free_sent(w, atomic_exchange(&w->inbox, NULL)); }
 
 static void send(worker_t *to, sent_t *s) {
     sent_t *old = atomic_load(&to->inbox);
@@ -115,20 +138,23 @@ static void *worker_main(void *arg) {
     memset(slot, 0, sizeof(void *) * slots);
     size_t *slot_size = bench_scratch_alloc(sizeof(size_t) * slots);   /* for the check only */
     uint64_t alloc_idx = 0, free_idx = 0, cross = (uint64_t)w->id;
+    pthread_barrier_wait(&start_gate);   /* the original's start flag: all threads begin together */
     for (uint64_t iter = 0; iter < 2; iter++) {
         uint64_t size_idx = ((uint64_t)(w->id + 1) * ((iter + 1) * 37)) % N_SIZES;
         int do_send = 1;
         for (uint64_t loop = 0; loop < loops; loop++) {
-            drain_inbox(w);
+            sent_t *got = atomic_exchange(&w->inbox, NULL);   /* taken first, freed after the own frees */
             uint64_t n_free = free_ops[(iter + loop) % N_OPS], n_alloc = alloc_ops[(iter + loop) % N_OPS];
             for (uint64_t k = 0; k < n_free; k++) {
                 if (slot[free_idx]) { free_block(w, slot[free_idx], slot_size[free_idx]); slot[free_idx] = NULL; }
                 free_idx = (free_idx + free_stride) % slots;
             }
+            free_sent(w, got);
             for (uint64_t k = 0; k < n_alloc; k++) {
                 if (slot[alloc_idx]) free_block(w, slot[alloc_idx], slot_size[alloc_idx]);
                 slot_size[alloc_idx] = size_table[(size_idx + 2) % N_SIZES];
                 slot[alloc_idx] = alloc_block(slot_size[alloc_idx], size_idx + k);
+                w->live_delta += (int64_t)slot_size[alloc_idx];
                 w->memops++;
                 alloc_idx = (alloc_idx + alloc_stride) % slots;
                 size_idx = (size_idx + 1) % N_SIZES;
@@ -141,6 +167,7 @@ static void *worker_main(void *arg) {
                 w->memops += 2;
                 for (uint64_t k = 0; k < n_alloc; k++) {
                     s->blk[k] = alloc_block(size_table[(size_idx + 2) % N_SIZES], size_idx + k);
+                    w->live_delta += (int64_t)size_table[(size_idx + 2) % N_SIZES];
                     w->memops++;
                     size_idx = (size_idx + 1) % N_SIZES;
                 }
@@ -149,13 +176,25 @@ static void *worker_main(void *arg) {
                 w->sent_blocks += n_alloc;
                 send(&w->all[cross], s);
             }
+            note_live(w);
             if (atomic_load_explicit(&finished_loops, memory_order_relaxed) > 0) do_send = 0;
         }
+        /* As the original, a thread that is done keeps freeing what is sent
+         * to it until all are done (a thread parked at a barrier would let
+         * the others' batches pile up in its inbox): every 0.1 ms, where
+         * the original sleeps 1 ms, because it times only the work and we
+         * time the wall clock. */
         atomic_fetch_add(&finished_loops, 1);
+        while (atomic_load(&finished_loops) < (int)n_threads) {
+            drain_inbox(w);
+            note_live(w);
+            nanosleep(&(struct timespec){0, 100000}, NULL);
+        }
         pthread_barrier_wait(&meet);   /* every batch of this iteration has been sent */
         drain_inbox(w);
         for (uint64_t i = 0; i < slots; i++)
             if (slot[i]) { free_block(w, slot[i], slot_size[i]); slot[i] = NULL; }
+        note_live(w);
         pthread_barrier_wait(&meet);
         if (w->id == 0) atomic_store(&finished_loops, 0);
         pthread_barrier_wait(&meet);
@@ -234,6 +273,7 @@ int main(int argc, char **argv) {
     worker_t *w = bench_scratch_alloc(sizeof *w * n_threads);
     pthread_t *tid = bench_scratch_alloc(sizeof *tid * n_threads);
     pthread_barrier_init(&meet, NULL, (unsigned)n_threads);
+    pthread_barrier_init(&start_gate, NULL, (unsigned)n_threads);
     for (uint64_t i = 0; i < n_threads; i++) {   /* all set up before any thread sends */
         w[i].id = (int)i;
         w[i].all = w;
@@ -252,13 +292,15 @@ int main(int argc, char **argv) {
         recv += w[i].recv_blocks;
         if (atomic_load(&w[i].inbox)) bench_check_failed("thread %llu still has blocks sent to it", (unsigned long long)i);
     }
+    if (atomic_load(&live_bytes) != 0)
+        bench_check_failed("%lld bytes still counted live at the end", (long long)atomic_load(&live_bytes));
     if (sent != recv)
         bench_check_failed("%llu blocks sent across threads, %llu freed", (unsigned long long)sent, (unsigned long long)recv);
     bench_result("rptest", "threads=%llu loops=%llu slots=%llu ops=%llu cross_rate=%llu min=%llu max=%llu dist=%s "
-                 "runs=%llu memops=%llu cross_blocks=%llu mops=%.3f ns_per_op=%.3f check=ok",
+                 "runs=%llu memops=%llu cross_blocks=%llu peak_live_kb=%lld mops=%.3f ns_per_op=%.3f check=ok",
                  (unsigned long long)n_threads, (unsigned long long)loops, (unsigned long long)slots,
                  (unsigned long long)ops, (unsigned long long)cross_rate, (unsigned long long)min_b,
                  (unsigned long long)max_b, dist, (unsigned long long)runs, (unsigned long long)memops, (unsigned long long)sent,
-                 (double)memops * 1e3 / (double)wall_ns, (double)wall_ns / (double)memops);
+                 (long long)(atomic_load(&peak_live_bytes) >> 10), (double)memops * 1e3 / (double)wall_ns, (double)wall_ns / (double)memops);
     return 0;
 }

@@ -92,6 +92,8 @@ $B/xmalloc --threads 2 --batch 64 --seconds 0.2 --size 0 >"$tmp/x" 2>&1
 check "grep -q 'size=0 .*check=ok' '$tmp/x' && [[ \$(field '$tmp/x' frees) -gt 0 ]]" "xmalloc with random sizes: $(tail -n 1 "$tmp/x")"
 $B/rptest --threads 2 --loops 50 --slots 200 >"$tmp/r2" 2>&1
 check "[[ \$(field '$tmp/r2' cross_blocks) -gt 0 ]]" "rptest must send blocks to the other thread: $(tail -n 1 "$tmp/r2")"
+# 200 slots of 2.7 KB on average per thread, filled: at least 0.5 MB live
+check "[[ \$(field '$tmp/r2' peak_live_kb) -gt 500 ]]" "rptest counts its peak of live bytes: $(tail -n 1 "$tmp/r2")"
 $B/rptest --threads 1 --loops 50 --slots 200 >"$tmp/r1" 2>&1
 check "grep -q 'cross_rate=0 .*cross_blocks=0 .*check=ok' '$tmp/r1'" "rptest with 1 thread sends nothing: $(tail -n 1 "$tmp/r1")"
 for d in even exp; do
