@@ -101,7 +101,7 @@ static void *alloc_aligned(size_t alignment, size_t size) {
 
 static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
-    if (s->list == LIST_CACHED) _hpm_fatal(fn, p, "double free (allocation is already free)");
+    if (s->cached) _hpm_fatal(fn, p, "double free (allocation is already free)");
     if (h) hpm_used_add(h, -(int64_t)((int64_t)s->n_pages << HPM_PAGE_SHIFT));
     int kept = h ? _hpm_spancache_put(h, s) : 0;
     if (kept) {
@@ -222,7 +222,7 @@ HPM_API bool hpm_range(const void *p, void **base, size_t *size) {
         if ((uint64_t)b[1] == hpm_cookie(b)) return false;
         start = (uintptr_t)b;
         len = s->block_bytes;
-    } else if ((uintptr_t)p < start || s->list == LIST_CACHED) {
+    } else if ((uintptr_t)p < start || s->cached) {
         return false;   /* the head pages trimmed off an aligned span, or a span cached for reuse */
     }
     if (base) *base = (void *)start;

@@ -313,10 +313,10 @@ bool _hpm_check_heap(const hpm_heap_t *h, char *why) {
     size_t bytes = 0;
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) {
         size_t count = 0, n = hpm_medium_pages(c);
-        for (const hpm_span_t *s = h->span_cache[c]; s; s = s->next) {
+        for (const hpm_span_t *s = h->span_cache[c]; s; s = s->cache_next) {
             if (++count > h->span_cache_n[c]) return bad(why, "span cache of %zu pages is longer than its count %u", n, h->span_cache_n[c]);
-            if (s->kind != SPAN_MEDIUM || s->n_pages != n || s->list != LIST_CACHED)
-                return bad(why, "span cache of %zu pages holds a span of %u pages, kind %u, list %u", n, s->n_pages, s->kind, s->list);
+            if (s->kind != SPAN_MEDIUM || s->n_pages != n || !s->cached)
+                return bad(why, "span cache of %zu pages holds a span of %u pages, kind %u, cached %u", n, s->n_pages, s->kind, s->cached);
             if (!_hpm_check_span(s, why)) return false;
             bytes += n << HPM_PAGE_SHIFT;
         }

@@ -114,6 +114,9 @@ struct hpm_span_s {
     uint8_t kind;
     uint8_t class_idx;
     uint8_t clean;                  /* pages were all untouched when allocated (calloc skips zeroing) */
+    uint8_t cached;                 /* medium spans: 1 while free on a thread's or the central cache list */
+    hpm_span_t *cache_next;         /* medium spans: the next span on that list (line 0, so that a
+                                     * medium malloc or free touches one line of the record) */
     /* Line 1: the owner's (or, for an abandoned slab, the class lock
      * holder's): what malloc and a local free write. */
     void *free __attribute__((aligned(64)));   /* free blocks, LIFO */
@@ -127,6 +130,7 @@ struct hpm_span_s {
     hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
 };
 _Static_assert(sizeof(hpm_span_t) == 128, "a span record is two cache lines");
+_Static_assert(offsetof(hpm_span_t, cache_next) < 64, "a medium span's cache fields are on line 0");
 
 /* A growable region of reserved metadata address space (meta.c). */
 typedef struct { uintptr_t base, committed, used, limit; } hpm_meta_region_t;
@@ -496,10 +500,10 @@ static inline unsigned hpm_medium_batch(unsigned cls) {
 
 /* transfer.c: the central medium cache, one list and lock per class */
 #define HPM_TRANSFER_MAX_BYTES ((size_t)32 << 20)   /* over all classes */
-/* Up to want spans of class cls, linked by next, marked LIST_NONE: from
+/* Up to want spans of class cls, linked by cache_next, not marked cached: from
  * the central list, else fresh from the pageheap (one lock hold). */
 HPM_INTERNAL hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got);
-/* A chain of n spans of class cls (marked LIST_CACHED) into the central
+/* A chain of n spans of class cls (linked by cache_next, marked cached) into the central
  * list, or to the pageheap (one lock hold) where it is full. */
 HPM_INTERNAL void _hpm_transfer_put(unsigned cls, hpm_span_t *chain, unsigned n);
 /* Central spans back to the pageheap: all (trim), or only those of

@@ -9,9 +9,16 @@
  * drains a batch back. Thread exit returns the cache to the central
  * cache; malloc_trim/hpm_trim return it to the pageheap.
  *
+ * The lists link spans by cache_next and mark them with cached, both on
+ * the first line of the record, where start, kind and n_pages are: a
+ * medium malloc or free served here reads and writes that one line, and
+ * a malloc prefetches the line of the span it leaves at the head (the
+ * pop of a cold record was a third of this file's time in glibc-bench
+ * large; with both, 80.9 -> 76.6 ns per iteration, 9 interleaved rounds).
+ *
  * Invariant: a span on a thread's list is SPAN_MEDIUM with exactly its
- * class's page count, keeps its pages and page-map entries, and is marked
- * LIST_CACHED, so free() reports a double free of it and hpm_range()
+ * class's page count, keeps its pages and page-map entries, and has
+ * cached set, so free() reports a double free of it and hpm_range()
  * treats it as free; span_cache_n and span_cache_bytes count the lists.
  * Owner thread only. */
 #include "internal.h"
@@ -24,8 +31,8 @@ static inline bool is_medium_pages(size_t n_pages) {
 static hpm_span_t *take(hpm_heap_t *h, unsigned cls, unsigned n, unsigned *got) {
     hpm_span_t *chain = h->span_cache[cls], *s = chain, *last = NULL;
     unsigned k = 0;
-    for (; s && k < n; k++) { last = s; s = s->next; }
-    if (last) last->next = NULL;
+    for (; s && k < n; k++) { last = s; s = s->cache_next; }
+    if (last) last->cache_next = NULL;
     h->span_cache[cls] = s;
     h->span_cache_n[cls] = (uint8_t)(h->span_cache_n[cls] - k);
     h->span_cache_bytes -= (size_t)k * (hpm_medium_pages(cls) << HPM_PAGE_SHIFT);
@@ -69,20 +76,22 @@ hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
         if (r < 255) h->span_refills[cls] = (uint8_t)(r + 1);
         s = _hpm_transfer_get(cls, want, &got);
         if (!s) return NULL;
-        hpm_span_t *rest = s->next;
+        hpm_span_t *rest = s->cache_next;
         size_t bytes = hpm_medium_pages(cls) << HPM_PAGE_SHIFT;
-        for (hpm_span_t *r = rest; r; r = r->next) r->list = LIST_CACHED;
+        for (hpm_span_t *r = rest; r; r = r->cache_next) r->cached = 1;
         h->span_cache[cls] = rest;
         h->span_cache_n[cls] = (uint8_t)(got - 1);
         h->span_cache_bytes += (size_t)(got - 1) * bytes;
-        s->next = NULL;
+        s->cache_next = NULL;
         return s;
     }
-    h->span_cache[cls] = s->next;
+    hpm_span_t *next = s->cache_next;
+    h->span_cache[cls] = next;
+    __builtin_prefetch(next, 1);   /* the next medium malloc of this class reads and writes its first line */
     h->span_cache_n[cls]--;
     h->span_cache_bytes -= (size_t)s->n_pages << HPM_PAGE_SHIFT;
-    s->next = NULL;
-    s->list = LIST_NONE;
+    s->cache_next = NULL;
+    s->cached = 0;
     return s;
 }
 
@@ -92,9 +101,9 @@ int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     unsigned cls = hpm_medium_class(n);
     if (hpm_medium_pages(cls) != n) return 0;   /* an aligned span of another size */
     if (!medium_caching_on()) return 0;
-    s->list = LIST_CACHED;
+    s->cached = 1;
     s->clean = 0;
-    s->next = h->span_cache[cls];
+    s->cache_next = h->span_cache[cls];
     h->span_cache[cls] = s;
     h->span_cache_n[cls]++;
     h->span_cache_bytes += n << HPM_PAGE_SHIFT;

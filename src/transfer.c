@@ -8,8 +8,8 @@
  * when it is full a batch goes back to the pageheap the same way.
  *
  * Invariant: a span on a central list is SPAN_MEDIUM, has exactly the
- * class's page count, keeps its pages and page-map entries, and is marked
- * LIST_CACHED (so free() reports a double free of it); the lists hold at
+ * class's page count, keeps its pages and page-map entries, is linked by
+ * cache_next and has cached set (so free() reports a double free of it); the lists hold at
  * most HPM_TRANSFER_MAX_BYTES in all and 8 batches per class. Each class
  * lock is a leaf (nothing else is taken while it is held, for a few list
  * steps), so it is a spinlock that yields: fork's prepare handler takes
@@ -46,9 +46,9 @@ static void chain_free(hpm_span_t *chain) {
     if (!chain) return;
     pthread_mutex_lock(&_hpm_ph.lock);
     for (hpm_span_t *s = chain, *next; s; s = next) {
-        next = s->next;
-        s->next = NULL;
-        s->list = LIST_NONE;
+        next = s->cache_next;
+        s->cache_next = NULL;
+        s->cached = 0;
         _hpm_ph_free_span(&_hpm_ph, s);
     }
     pthread_mutex_unlock(&_hpm_ph.lock);
@@ -62,8 +62,8 @@ hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got) {
         central_lock(c);
         while (n < want && c->head) {
             hpm_span_t *s = c->head;
-            set_head(c, s->next);
-            s->next = chain;
+            set_head(c, s->cache_next);
+            s->cache_next = chain;
             chain = s;
             n++;
         }
@@ -78,12 +78,12 @@ hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got) {
         for (; n < want; n++) {
             hpm_span_t *s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
             if (!s) break;
-            s->next = chain;
+            s->cache_next = chain;
             chain = s;
         }
         pthread_mutex_unlock(&_hpm_ph.lock);
     }
-    for (hpm_span_t *s = chain; s; s = s->next) s->list = LIST_NONE;
+    for (hpm_span_t *s = chain; s; s = s->cache_next) s->cached = 0;
     *got = n;
     return chain;
 }
@@ -97,8 +97,8 @@ void _hpm_transfer_put(unsigned cls, hpm_span_t *chain, unsigned n) {
         room = c->n + n <= 8u * hpm_medium_batch(cls);
         if (room) {
             hpm_span_t *tail = chain;
-            while (tail->next) tail = tail->next;
-            tail->next = c->head;
+            while (tail->cache_next) tail = tail->cache_next;
+            tail->cache_next = c->head;
             set_head(c, chain);
             c->n += n;
         }
