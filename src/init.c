@@ -32,7 +32,7 @@ static void fork_parent(void) {
 
 static void fork_child(void) {
     _hpm_meta_fork_child();
-    pthread_mutex_init(&_hpm_ph.lock, NULL);
+    _hpm_ph_lock_init(&_hpm_ph);
     atomic_store(&background_started, 0);
     _hpm_heap_fork_child();
     if (_hpm_publish_after_fork_child) {

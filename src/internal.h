@@ -247,6 +247,7 @@ HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_p
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
 HPM_INTERNAL void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *span);
 /* Put an empty, unbacked hugepage on the released list. */
+HPM_INTERNAL void _hpm_ph_lock_init(hpm_pageheap_t *ph);
 HPM_INTERNAL void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp);
 /* Release timing: called with the lock held; releases cached hugepages
  * that have been empty longer than the window (beyond the kept cache) and,
