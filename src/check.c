@@ -312,15 +312,18 @@ bool _hpm_check_heap(const hpm_heap_t *h, char *why) {
     }
     size_t bytes = 0;
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) {
-        size_t count = 0, n = hpm_medium_pages(c);
-        for (const hpm_span_t *s = h->span_cache[c]; s; s = s->cache_next) {
-            if (++count > h->span_cache_n[c]) return bad(why, "span cache of %zu pages is longer than its count %u", n, h->span_cache_n[c]);
+        size_t n = hpm_medium_pages(c);
+        unsigned count = h->span_cache_n[c];
+        if (count > 2 * hpm_medium_batch(c)) return bad(why, "span cache of %zu pages holds %u spans, over two batches", n, count);
+        for (unsigned i = 0; i < count; i++) {
+            const hpm_span_t *s = h->span_stack[_hpm_medium_slot0[c] + i];
+            for (unsigned j = 0; j < i; j++)
+                if (h->span_stack[_hpm_medium_slot0[c] + j] == s) return bad(why, "span cache of %zu pages holds span %p twice", n, (void *)s->start);
             if (s->kind != SPAN_MEDIUM || s->n_pages != n || !s->cached)
                 return bad(why, "span cache of %zu pages holds a span of %u pages, kind %u, cached %u", n, s->n_pages, s->kind, s->cached);
             if (!_hpm_check_span(s, why)) return false;
             bytes += n << HPM_PAGE_SHIFT;
         }
-        if (count != h->span_cache_n[c]) return bad(why, "span cache of %zu pages has %zu spans, count %u", n, count, h->span_cache_n[c]);
     }
     if (bytes != h->span_cache_bytes) return bad(why, "span cache holds %zu bytes, count %zu", bytes, h->span_cache_bytes);
     return true;

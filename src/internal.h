@@ -61,6 +61,7 @@
 #define HPM_MIN_ALIGN 16
 #define HPM_MEDIUM_CLASSES 26                    /* medium span sizes, 3..256 pages (spancache.c) */
 #define HPM_SPANCACHE_MAX_BYTES ((size_t)4 << 20) /* per thread */
+#define HPM_SPANCACHE_SLOTS 272                  /* sum over medium classes of 2 * batch + 1 */
 #define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB) or a second thread allocates, no medium span caching */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
 #define HPM_SMALL_START_HP 4                     /* THP mode: the first hugepages stay on 4 KiB pages until the heap outgrows them */
@@ -114,9 +115,9 @@ struct hpm_span_s {
     uint8_t kind;
     uint8_t class_idx;
     uint8_t clean;                  /* pages were all untouched when allocated (calloc skips zeroing) */
-    uint8_t cached;                 /* medium spans: 1 while free on a thread's or the central cache list */
-    hpm_span_t *cache_next;         /* medium spans: the next span on that list (line 0, so that a
-                                     * medium malloc or free touches one line of the record) */
+    uint8_t cached;                 /* medium spans: 1 while free in a thread's or the central cache
+                                     * (line 0, with start and n_pages: a medium malloc or free
+                                     * touches one line of the record) */
     /* Line 1: the owner's (or, for an abandoned slab, the class lock
      * holder's): what malloc and a local free write. */
     void *free __attribute__((aligned(64)));   /* free blocks, LIFO */
@@ -130,7 +131,7 @@ struct hpm_span_s {
     hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
 };
 _Static_assert(sizeof(hpm_span_t) == 128, "a span record is two cache lines");
-_Static_assert(offsetof(hpm_span_t, cache_next) < 64, "a medium span's cache fields are on line 0");
+_Static_assert(offsetof(hpm_span_t, cached) < 64, "a medium span's cache mark is on line 0");
 
 /* A growable region of reserved metadata address space (meta.c). */
 typedef struct { uintptr_t base, committed, used, limit; } hpm_meta_region_t;
@@ -360,7 +361,7 @@ struct hpm_heap_s {
     uint32_t empty_slabs;
     uint8_t slabs_made[HPM_CLASSES];    /* slabs taken per class, saturating at 255 */
     uint64_t colour_mask;
-    hpm_span_t *span_cache[HPM_MEDIUM_CLASSES];    /* free medium spans by medium class */
+    hpm_span_t *span_stack[HPM_SPANCACHE_SLOTS];    /* free medium spans, class cls at _hpm_medium_slot0[cls] (spancache.c) */
     uint8_t span_cache_n[HPM_MEDIUM_CLASSES];
     uint8_t span_refills[HPM_MEDIUM_CLASSES];   /* refills of each class's list, saturating (slow start) */
     size_t span_cache_bytes;
@@ -498,15 +499,21 @@ static inline unsigned hpm_medium_batch(unsigned cls) {
                                                       2,  2,  2,  2,  2, 2, 2, 2, 2, 2, 2, 2, 2};
     return batch[cls];
 }
+/* A thread's span cache keeps up to two batches of each class and the one
+ * span that makes a drain due: 2 * batch + 1 slots, class cls from slot
+ * _hpm_medium_slot0[cls] of the heap's span_stack (sizeclass.c checks the
+ * table against the batches). */
+HPM_INTERNAL extern const uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];
 
-/* transfer.c: the central medium cache, one list and lock per class */
+/* transfer.c: the central medium cache, one array and lock per class */
 #define HPM_TRANSFER_MAX_BYTES ((size_t)32 << 20)   /* over all classes */
-/* Up to want spans of class cls, linked by cache_next, not marked cached: from
- * the central list, else fresh from the pageheap (one lock hold). */
-HPM_INTERNAL hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got);
-/* A chain of n spans of class cls (linked by cache_next, marked cached) into the central
- * list, or to the pageheap (one lock hold) where it is full. */
-HPM_INTERNAL void _hpm_transfer_put(unsigned cls, hpm_span_t *chain, unsigned n);
+/* Up to want spans of class cls into out[], all marked cached: from the
+ * central cache, else fresh from the pageheap (one lock hold). Returns
+ * how many. */
+HPM_INTERNAL unsigned _hpm_transfer_get(unsigned cls, unsigned want, hpm_span_t **out);
+/* n spans of class cls (marked cached) from in[] into the central cache,
+ * or to the pageheap (one lock hold) where it is full. */
+HPM_INTERNAL void _hpm_transfer_put(unsigned cls, hpm_span_t *const *in, unsigned n);
 /* Central spans back to the pageheap: all (trim), or only those of
  * classes nobody took from since the last tick (idle). */
 HPM_INTERNAL void _hpm_transfer_release(bool idle_only);

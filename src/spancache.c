@@ -2,49 +2,56 @@
  * that programs that churn medium objects take no lock for most mallocs
  * and frees. Medium requests are rounded up to one of HPM_MEDIUM_CLASSES
  * page counts (4 per power of two, internal.h); per class the thread
- * keeps a LIFO list of free spans. An empty list refills with a batch
- * from the central cache (transfer.c), which refills from the pageheap
- * (the first refills of a class with 1, 2, 4, ... spans: slow start); a
- * list longer than two batches, or a cache over HPM_SPANCACHE_MAX_BYTES,
- * drains a batch back. Thread exit returns the cache to the central
- * cache; malloc_trim/hpm_trim return it to the pageheap.
+ * keeps a stack (an array) of free spans, newest on top. An empty stack
+ * refills with a batch from the central cache (transfer.c), which refills
+ * from the pageheap (the first refills of a class with 1, 2, 4, ... spans:
+ * slow start); a stack over two batches, or a cache over
+ * HPM_SPANCACHE_MAX_BYTES, drains its oldest batch back. Thread exit
+ * returns the cache to the central cache; malloc_trim/hpm_trim return it
+ * to the pageheap.
  *
- * The lists link spans by cache_next and mark them with cached, both on
- * the first line of the record, where start, kind and n_pages are: a
- * medium malloc or free served here reads and writes that one line, and
- * a malloc prefetches the line of the span it leaves at the head (the
- * pop of a cold record was a third of this file's time in glibc-bench
- * large; with both, 80.9 -> 76.6 ns per iteration, 9 interleaved rounds).
+ * Stacks of pointers, not lists through the span records: a batch moves
+ * by copying pointers, without reading a record (a record on a list had
+ * to be read for its link, a miss on a record last touched a working set
+ * ago: the walks of the central lists were three quarters of
+ * _hpm_transfer_get's time in glibc-bench large). A span's cached mark is
+ * on the first line of its record, with start and n_pages, so a medium
+ * malloc or free served here touches that one line; a malloc prefetches
+ * the line of the span left on top.
  *
- * Invariant: a span on a thread's list is SPAN_MEDIUM with exactly its
+ * Invariant: a span in a thread's stack is SPAN_MEDIUM with exactly its
  * class's page count, keeps its pages and page-map entries, and has
  * cached set, so free() reports a double free of it and hpm_range()
- * treats it as free; span_cache_n and span_cache_bytes count the lists.
+ * treats it as free; span_cache_n and span_cache_bytes count the stacks.
  * Owner thread only. */
+#include <string.h>
 #include "internal.h"
 
 static inline bool is_medium_pages(size_t n_pages) {
     return n_pages >= 3 && n_pages < HPM_LARGE_MIN_PAGES;
 }
 
-/* Takes up to n spans off the thread's list of cls, as a chain. */
-static hpm_span_t *take(hpm_heap_t *h, unsigned cls, unsigned n, unsigned *got) {
-    hpm_span_t *chain = h->span_cache[cls], *s = chain, *last = NULL;
-    unsigned k = 0;
-    for (; s && k < n; k++) { last = s; s = s->cache_next; }
-    if (last) last->cache_next = NULL;
-    h->span_cache[cls] = s;
-    h->span_cache_n[cls] = (uint8_t)(h->span_cache_n[cls] - k);
-    h->span_cache_bytes -= (size_t)k * (hpm_medium_pages(cls) << HPM_PAGE_SHIFT);
-    *got = k;
-    return k ? chain : NULL;
-}
+/* Slot offsets of the classes' stacks: 2 * batch + 1 slots each. */
+const uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1] = {
+    0, 33, 66, 91, 112, 131, 148, 161, 172, 181, 190, 197, 202, 207,
+    212, 217, 222, 227, 232, 237, 242, 247, 252, 257, 262, 267, 272,
+};
+_Static_assert(HPM_SPANCACHE_SLOTS == 272, "the slot table ends at HPM_SPANCACHE_SLOTS");
 
-/* A batch (or all) of the thread's spans of cls to the central cache. */
+static inline hpm_span_t **stack_of(hpm_heap_t *h, unsigned cls) { return h->span_stack + _hpm_medium_slot0[cls]; }
+static inline size_t class_bytes(unsigned cls) { return hpm_medium_pages(cls) << HPM_PAGE_SHIFT; }
+
+/* The oldest n (or all, if fewer) of the thread's spans of cls to the
+ * central cache. */
 static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
-    unsigned got;
-    hpm_span_t *chain = take(h, cls, n, &got);
-    if (chain) _hpm_transfer_put(cls, chain, got);
+    unsigned have = h->span_cache_n[cls];
+    if (n > have) n = have;
+    if (n == 0) return;
+    hpm_span_t **st = stack_of(h, cls);
+    _hpm_transfer_put(cls, st, n);
+    memmove(st, st + n, (have - n) * sizeof *st);
+    h->span_cache_n[cls] = (uint8_t)(have - n);
+    h->span_cache_bytes -= (size_t)n * class_bytes(cls);
 }
 
 /* Until the heap first grows past HPM_SMALL_HEAP_PAGES, and while only
@@ -64,33 +71,25 @@ static inline bool medium_caching_on(void) { return __atomic_load_n(&_hpm_ph.med
 hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
     if (!is_medium_pages(n_pages)) return NULL;
     unsigned cls = hpm_medium_class(n_pages);
-    hpm_span_t *s = h->span_cache[cls];
-    if (unlikely(!s)) {
+    hpm_span_t **st = stack_of(h, cls);
+    unsigned k = h->span_cache_n[cls];
+    if (unlikely(k == 0)) {
         if (!medium_caching_on()) return NULL;   /* the caller takes an exact span from the pageheap */
         /* Slow start: the first refills of a class take 1, 2, 4, ... spans,
          * up to the full batch, so a program that asks for a medium size
          * once or twice (python3 -c pass) does not hold a whole batch of
          * it (a batch of the largest classes is 2 MiB). */
-        unsigned got, want = hpm_medium_batch(cls), r = h->span_refills[cls];
+        unsigned want = hpm_medium_batch(cls), r = h->span_refills[cls];
         if (r < 8 && (1u << r) < want) want = 1u << r;
         if (r < 255) h->span_refills[cls] = (uint8_t)(r + 1);
-        s = _hpm_transfer_get(cls, want, &got);
-        if (!s) return NULL;
-        hpm_span_t *rest = s->cache_next;
-        size_t bytes = hpm_medium_pages(cls) << HPM_PAGE_SHIFT;
-        for (hpm_span_t *r = rest; r; r = r->cache_next) r->cached = 1;
-        h->span_cache[cls] = rest;
-        h->span_cache_n[cls] = (uint8_t)(got - 1);
-        h->span_cache_bytes += (size_t)(got - 1) * bytes;
-        s->cache_next = NULL;
-        return s;
+        k = _hpm_transfer_get(cls, want, st);
+        if (k == 0) return NULL;
+        h->span_cache_bytes += (size_t)k * class_bytes(cls);
     }
-    hpm_span_t *next = s->cache_next;
-    h->span_cache[cls] = next;
-    __builtin_prefetch(next, 1);   /* the next medium malloc of this class reads and writes its first line */
-    h->span_cache_n[cls]--;
-    h->span_cache_bytes -= (size_t)s->n_pages << HPM_PAGE_SHIFT;
-    s->cache_next = NULL;
+    hpm_span_t *s = st[--k];
+    if (k) __builtin_prefetch(st[k - 1], 1);   /* the next medium malloc of this class reads and writes its first line */
+    h->span_cache_n[cls] = (uint8_t)k;
+    h->span_cache_bytes -= class_bytes(cls);
     s->cached = 0;
     return s;
 }
@@ -103,13 +102,13 @@ int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     if (!medium_caching_on()) return 0;
     s->cached = 1;
     s->clean = 0;
-    s->cache_next = h->span_cache[cls];
-    h->span_cache[cls] = s;
-    h->span_cache_n[cls]++;
+    unsigned k = h->span_cache_n[cls];
+    stack_of(h, cls)[k++] = s;   /* k <= 2 * batch + 1: a stack over 2 * batch drained when it got there */
+    h->span_cache_n[cls] = (uint8_t)k;
     h->span_cache_bytes += n << HPM_PAGE_SHIFT;
     unsigned batch = hpm_medium_batch(cls);
-    if (likely(h->span_cache_n[cls] <= 2 * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES)) return 1;
-    if (h->span_cache_n[cls] > 2 * batch) drain(h, cls, batch);
+    if (likely(k <= 2 * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES)) return 1;
+    if (k > 2 * batch) drain(h, cls, batch);
     /* over the byte bound: the largest classes go first */
     for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > HPM_SPANCACHE_MAX_BYTES && c-- > 0;)
         drain(h, c, hpm_medium_batch(c));

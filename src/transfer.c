@@ -1,30 +1,34 @@
 /* transfer.c: the central medium cache between threads (TCMalloc's
- * transfer cache idea). Per medium class (internal.h, hpm_medium_class) a
- * list of free spans under its own small lock. A thread's span cache
+ * transfer cache idea). Per medium class (internal.h, hpm_medium_class) an
+ * array of free spans under its own small lock. A thread's span cache
  * (spancache.c) refills from it and drains into it in batches, so a
- * thread takes a lock once per batch, not once per object; when the list
- * is empty a batch comes fresh from the pageheap under one hold of its
- * lock (_hpm_ph_alloc_span, which fills the fullest hugepage first), and
- * when it is full a batch goes back to the pageheap the same way.
+ * thread takes a lock once per batch, not once per object, and a batch
+ * moves as a copy of pointers (no span record is read); when the array is
+ * empty a batch comes fresh from the pageheap under one hold of its lock
+ * (_hpm_ph_alloc_span, which fills the fullest hugepage first), and when
+ * it is full a batch goes back to the pageheap the same way.
  *
- * Invariant: a span on a central list is SPAN_MEDIUM, has exactly the
- * class's page count, keeps its pages and page-map entries, is linked by
- * cache_next and has cached set (so free() reports a double free of it); the lists hold at
- * most HPM_TRANSFER_MAX_BYTES in all and 8 batches per class. Each class
- * lock is a leaf (nothing else is taken while it is held, for a few list
- * steps), so it is a spinlock that yields: fork's prepare handler takes
- * all 26 without adding to the mutexes it holds (TSan's deadlock detector
- * follows at most 64). Release ticks
- * give back classes nobody took from since the tick before; trim gives
- * back everything, so whole hugepages can still be released. */
+ * Invariant: a span in a central array is SPAN_MEDIUM, has exactly the
+ * class's page count, keeps its pages and page-map entries and has cached
+ * set (so free() reports a double free of it); the arrays hold at most
+ * HPM_TRANSFER_MAX_BYTES in all and 8 batches per class. Each class
+ * lock is a leaf (nothing else is taken while it is held, for a copy of a
+ * few pointers), so it is a spinlock that yields: fork's prepare handler
+ * takes all 26 without adding to the mutexes it holds (TSan's deadlock
+ * detector follows at most 64). Release ticks give back classes nobody
+ * took from since the tick before; trim gives back everything, so whole
+ * hugepages can still be released. */
 #include <sched.h>
+#include <string.h>
 #include "internal.h"
+
+#define CENTRAL_SLOTS 128   /* 8 batches of the largest batch (16) */
 
 typedef struct {
     atomic_int lock;            /* 1: held */
-    hpm_span_t *head;           /* written under the lock; peeked at without it */
-    unsigned n;
+    unsigned n;                 /* written under the lock; peeked at without it */
     bool taken;                 /* a thread took from it since the last tick */
+    hpm_span_t *spans[CENTRAL_SLOTS];
 } __attribute__((aligned(64))) central_t;
 
 static central_t central[HPM_MEDIUM_CLASSES];
@@ -36,38 +40,31 @@ static void central_lock(central_t *c) {
     }
 }
 static void central_unlock(central_t *c) { atomic_store_explicit(&c->lock, 0, memory_order_release); }
-static void set_head(central_t *c, hpm_span_t *s) { __atomic_store_n(&c->head, s, __ATOMIC_RELAXED); }
-static size_t central_bytes;    /* atomic: bytes on all lists */
+static unsigned peek_n(const central_t *c) { return __atomic_load_n(&c->n, __ATOMIC_RELAXED); }
+static void set_n(central_t *c, unsigned n) { __atomic_store_n(&c->n, n, __ATOMIC_RELAXED); }
+static size_t central_bytes;    /* atomic: bytes in all arrays */
 
 static size_t medium_class_bytes(unsigned cls) { return hpm_medium_pages(cls) << HPM_PAGE_SHIFT; }
 
-/* A chain back to the pageheap, one lock hold. */
-static void chain_free(hpm_span_t *chain) {
-    if (!chain) return;
+/* Spans back to the pageheap, one lock hold. */
+static void spans_free(hpm_span_t *const *spans, unsigned n) {
+    if (n == 0) return;
     pthread_mutex_lock(&_hpm_ph.lock);
-    for (hpm_span_t *s = chain, *next; s; s = next) {
-        next = s->cache_next;
-        s->cache_next = NULL;
-        s->cached = 0;
-        _hpm_ph_free_span(&_hpm_ph, s);
+    for (unsigned i = 0; i < n; i++) {
+        spans[i]->cached = 0;
+        _hpm_ph_free_span(&_hpm_ph, spans[i]);
     }
     pthread_mutex_unlock(&_hpm_ph.lock);
 }
 
-hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got) {
+unsigned _hpm_transfer_get(unsigned cls, unsigned want, hpm_span_t **out) {
     central_t *c = &central[cls];
-    hpm_span_t *chain = NULL;
     unsigned n = 0;
-    if (__atomic_load_n(&c->head, __ATOMIC_RELAXED)) {
+    if (peek_n(c)) {
         central_lock(c);
-        while (n < want && c->head) {
-            hpm_span_t *s = c->head;
-            set_head(c, s->cache_next);
-            s->cache_next = chain;
-            chain = s;
-            n++;
-        }
-        c->n -= n;
+        n = c->n < want ? c->n : want;
+        memcpy(out, c->spans + (c->n - n), n * sizeof *out);   /* the newest */
+        set_n(c, c->n - n);
         c->taken = true;
         central_unlock(c);
         __atomic_sub_fetch(&central_bytes, n * medium_class_bytes(cls), __ATOMIC_RELAXED);
@@ -78,17 +75,15 @@ hpm_span_t *_hpm_transfer_get(unsigned cls, unsigned want, unsigned *got) {
         for (; n < want; n++) {
             hpm_span_t *s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
             if (!s) break;
-            s->cache_next = chain;
-            chain = s;
+            s->cached = 1;
+            out[n] = s;
         }
         pthread_mutex_unlock(&_hpm_ph.lock);
     }
-    for (hpm_span_t *s = chain; s; s = s->cache_next) s->cached = 0;
-    *got = n;
-    return chain;
+    return n;
 }
 
-void _hpm_transfer_put(unsigned cls, hpm_span_t *chain, unsigned n) {
+void _hpm_transfer_put(unsigned cls, hpm_span_t *const *in, unsigned n) {
     central_t *c = &central[cls];
     size_t bytes = n * medium_class_bytes(cls);
     bool room = false;
@@ -96,17 +91,14 @@ void _hpm_transfer_put(unsigned cls, hpm_span_t *chain, unsigned n) {
         central_lock(c);
         room = c->n + n <= 8u * hpm_medium_batch(cls);
         if (room) {
-            hpm_span_t *tail = chain;
-            while (tail->cache_next) tail = tail->cache_next;
-            tail->cache_next = c->head;
-            set_head(c, chain);
-            c->n += n;
+            memcpy(c->spans + c->n, in, n * sizeof *in);
+            set_n(c, c->n + n);
         }
         central_unlock(c);
     }
     if (room) return;
     __atomic_sub_fetch(&central_bytes, bytes, __ATOMIC_RELAXED);
-    chain_free(chain);
+    spans_free(in, n);
 }
 
 /* Releases are serialized by release_lock, held from the first list
@@ -125,20 +117,19 @@ void _hpm_transfer_release(bool idle_only) {
     pthread_mutex_lock(&release_lock);
     for (unsigned cls = 0; cls < HPM_MEDIUM_CLASSES; cls++) {
         central_t *c = &central[cls];
-        if (!__atomic_load_n(&c->head, __ATOMIC_RELAXED)) continue;
-        central_lock(c);
-        hpm_span_t *chain = NULL;
+        if (!peek_n(c)) continue;
+        hpm_span_t *spans[CENTRAL_SLOTS];
         unsigned n = 0;
+        central_lock(c);
         if (!idle_only || !c->taken) {
-            chain = c->head;
             n = c->n;
-            set_head(c, NULL);
-            c->n = 0;
+            memcpy(spans, c->spans, n * sizeof *spans);
+            set_n(c, 0);
         }
         c->taken = false;
         central_unlock(c);
         __atomic_sub_fetch(&central_bytes, n * medium_class_bytes(cls), __ATOMIC_RELAXED);
-        chain_free(chain);
+        spans_free(spans, n);
     }
     pthread_mutex_unlock(&release_lock);
 }
