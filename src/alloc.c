@@ -176,6 +176,13 @@ static __attribute__((noinline)) void free_local_slow(hpm_heap_t *h, hpm_span_t 
  * compare, the block-start and double-free checks, the push. */
 static inline void free_checked(void *p, const char *fn) {
     hpm_span_t *s = hpm_span_of(p);
+    /* A local free reads the record's line 0 (owner, block checks) and
+     * writes its line 1 (push_to, used): fetch both at once, so that their
+     * misses overlap (larson 24.2 -> 23.4 ns, glibc-thread 27.1 -> 26.0,
+     * alloc-test 52.7 -> 50.7, xmalloc-test 21.5 -> 20.9; 7-11 interleaved
+     * rounds). Integer arithmetic: s is NULL for a wild pointer, and
+     * a prefetch of address 64 is harmless. */
+    __builtin_prefetch((const void *)((uintptr_t)s + offsetof(hpm_span_t, free)), 1);
     hpm_heap_t *h = _hpm_tls_heap;
     if (unlikely(s == NULL || atomic_load_explicit(&s->owner, memory_order_relaxed) != h)) {   /* &_hpm_no_heap owns nothing */
         free_other(h, s, p, fn);
