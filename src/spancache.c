@@ -39,7 +39,7 @@ const uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1] = {
 _Static_assert(HPM_SPANCACHE_SLOTS == 272, "the slot table ends at HPM_SPANCACHE_SLOTS");
 
 static inline hpm_span_t **stack_of(hpm_heap_t *h, unsigned cls) { return h->span_stack + _hpm_medium_slot0[cls]; }
-static inline size_t class_bytes(unsigned cls) { return hpm_medium_pages(cls) << HPM_PAGE_SHIFT; }
+static inline size_t span_class_bytes(unsigned cls) { return hpm_medium_pages(cls) << HPM_PAGE_SHIFT; }
 
 /* The oldest n (or all, if fewer) of the thread's spans of cls to the
  * central cache. */
@@ -51,7 +51,7 @@ static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
     _hpm_transfer_put(cls, st, n);
     memmove(st, st + n, (have - n) * sizeof *st);
     h->span_cache_n[cls] = (uint8_t)(have - n);
-    h->span_cache_bytes -= (size_t)n * class_bytes(cls);
+    h->span_cache_bytes -= (size_t)n * span_class_bytes(cls);
 }
 
 /* Until the heap first grows past HPM_SMALL_HEAP_PAGES, and while only
@@ -84,12 +84,12 @@ hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
         if (r < 255) h->span_refills[cls] = (uint8_t)(r + 1);
         k = _hpm_transfer_get(cls, want, st);
         if (k == 0) return NULL;
-        h->span_cache_bytes += (size_t)k * class_bytes(cls);
+        h->span_cache_bytes += (size_t)k * span_class_bytes(cls);
     }
     hpm_span_t *s = st[--k];
     if (k) __builtin_prefetch(st[k - 1], 1);   /* the next medium malloc of this class reads and writes its first line */
     h->span_cache_n[cls] = (uint8_t)k;
-    h->span_cache_bytes -= class_bytes(cls);
+    h->span_cache_bytes -= span_class_bytes(cls);
     s->cached = 0;
     return s;
 }
