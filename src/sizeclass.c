@@ -44,5 +44,5 @@ void _hpm_classes_init(void) {
         hpm_assert(_hpm_class_of16[i] == c);
     }
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++)   /* spancache.c's slot table */
-        hpm_assert(_hpm_medium_slot0[c + 1] - _hpm_medium_slot0[c] == 2 * hpm_medium_batch(c) + 1);
+        hpm_assert((unsigned)(_hpm_medium_slot0[c + 1] - _hpm_medium_slot0[c]) == 2 * hpm_medium_batch(c) + 1);
 }
