@@ -247,8 +247,9 @@ HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_p
  * (4 KiB < align <= 1 MiB), for medium aligned allocations. */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
 HPM_INTERNAL void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *span);
-/* Put an empty, unbacked hugepage on the released list. */
+/* (Re)initialises the pageheap lock as an adaptive mutex (init, fork child). */
 HPM_INTERNAL void _hpm_ph_lock_init(hpm_pageheap_t *ph);
+/* Put an empty, unbacked hugepage on the released list. */
 HPM_INTERNAL void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp);
 /* Release timing: called with the lock held; releases cached hugepages
  * that have been empty longer than the window (beyond the kept cache) and,
@@ -363,7 +364,7 @@ struct hpm_heap_s {
     uint64_t colour_mask;
     hpm_span_t *span_stack[HPM_SPANCACHE_SLOTS];    /* free medium spans, class cls at _hpm_medium_slot0[cls] (spancache.c) */
     uint8_t span_cache_n[HPM_MEDIUM_CLASSES];
-    uint8_t span_refills[HPM_MEDIUM_CLASSES];   /* refills of each class's list, saturating (slow start) */
+    uint8_t span_refills[HPM_MEDIUM_CLASSES];   /* refills of each class's stack, saturating (slow start) */
     size_t span_cache_bytes;
     hpm_heap_t *next_all;               /* every heap ever made */
     hpm_heap_t *next_free;              /* retired heaps */
@@ -492,6 +493,7 @@ static inline size_t hpm_medium_pages(unsigned cls) {
     unsigned b = 2u + (cls - 2u) / 4u;
     return (size_t)(5u + (cls - 2u) % 4u) << (b - 2u);
 }
+static inline size_t hpm_medium_bytes(unsigned cls) { return hpm_medium_pages(cls) << HPM_PAGE_SHIFT; }
 /* Spans moved per batch between a thread and the central cache: about
  * 256 KiB, 2..16 spans (64 / pages, clamped). */
 static inline unsigned hpm_medium_batch(unsigned cls) {
@@ -501,9 +503,9 @@ static inline unsigned hpm_medium_batch(unsigned cls) {
 }
 /* A thread's span cache keeps up to two batches of each class and the one
  * span that makes a drain due: 2 * batch + 1 slots, class cls from slot
- * _hpm_medium_slot0[cls] of the heap's span_stack (sizeclass.c checks the
- * table against the batches). */
-HPM_INTERNAL extern const uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];
+ * _hpm_medium_slot0[cls] of the heap's span_stack (set by
+ * _hpm_classes_init from the batches; they add up to HPM_SPANCACHE_SLOTS). */
+HPM_INTERNAL extern uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];
 
 /* transfer.c: the central medium cache, one array and lock per class */
 #define HPM_TRANSFER_MAX_BYTES ((size_t)32 << 20)   /* over all classes */

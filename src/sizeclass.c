@@ -9,6 +9,7 @@
 
 hpm_class_t _hpm_classes[HPM_CLASSES];
 uint32_t _hpm_class_block_bytes[HPM_CLASSES];
+uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];
 /* The class of each size up to 1 KiB in 16-byte steps, as a constant, so
  * that malloc can compute a class before the first malloc has run the
  * initialisation (its fast path no longer tests for a heap first);
@@ -43,6 +44,8 @@ void _hpm_classes_init(void) {
         while (class_bytes(c) < size) c++;
         hpm_assert(_hpm_class_of16[i] == c);
     }
-    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++)   /* spancache.c's slot table */
-        hpm_assert((unsigned)(_hpm_medium_slot0[c + 1] - _hpm_medium_slot0[c]) == 2 * hpm_medium_batch(c) + 1);
+    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++)   /* spancache.c's stacks */
+        _hpm_medium_slot0[c + 1] = (uint16_t)(_hpm_medium_slot0[c] + 2 * hpm_medium_batch(c) + 1);
+    if (_hpm_medium_slot0[HPM_MEDIUM_CLASSES] != HPM_SPANCACHE_SLOTS)
+        _hpm_fatal("hpmalloc init", NULL, "HPM_SPANCACHE_SLOTS does not match the medium batches");
 }

@@ -31,15 +31,7 @@ static inline bool is_medium_pages(size_t n_pages) {
     return n_pages >= 3 && n_pages < HPM_LARGE_MIN_PAGES;
 }
 
-/* Slot offsets of the classes' stacks: 2 * batch + 1 slots each. */
-const uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1] = {
-    0, 33, 66, 91, 112, 131, 148, 161, 172, 181, 190, 197, 202, 207,
-    212, 217, 222, 227, 232, 237, 242, 247, 252, 257, 262, 267, 272,
-};
-_Static_assert(HPM_SPANCACHE_SLOTS == 272, "the slot table ends at HPM_SPANCACHE_SLOTS");
-
 static inline hpm_span_t **stack_of(hpm_heap_t *h, unsigned cls) { return h->span_stack + _hpm_medium_slot0[cls]; }
-static inline size_t span_class_bytes(unsigned cls) { return hpm_medium_pages(cls) << HPM_PAGE_SHIFT; }
 
 /* The oldest n (or all, if fewer) of the thread's spans of cls to the
  * central cache. */
@@ -51,7 +43,7 @@ static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
     _hpm_transfer_put(cls, st, n);
     memmove(st, st + n, (have - n) * sizeof *st);
     h->span_cache_n[cls] = (uint8_t)(have - n);
-    h->span_cache_bytes -= (size_t)n * span_class_bytes(cls);
+    h->span_cache_bytes -= (size_t)n * hpm_medium_bytes(cls);
 }
 
 /* Until the heap first grows past HPM_SMALL_HEAP_PAGES, and while only
@@ -84,12 +76,12 @@ hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
         if (r < 255) h->span_refills[cls] = (uint8_t)(r + 1);
         k = _hpm_transfer_get(cls, want, st);
         if (k == 0) return NULL;
-        h->span_cache_bytes += (size_t)k * span_class_bytes(cls);
+        h->span_cache_bytes += (size_t)k * hpm_medium_bytes(cls);
     }
     hpm_span_t *s = st[--k];
     if (k) __builtin_prefetch(st[k - 1], 1);   /* the next medium malloc of this class reads and writes its first line */
     h->span_cache_n[cls] = (uint8_t)k;
-    h->span_cache_bytes -= span_class_bytes(cls);
+    h->span_cache_bytes -= hpm_medium_bytes(cls);
     s->cached = 0;
     return s;
 }

@@ -44,8 +44,6 @@ static unsigned peek_n(const central_t *c) { return __atomic_load_n(&c->n, __ATO
 static void set_n(central_t *c, unsigned n) { __atomic_store_n(&c->n, n, __ATOMIC_RELAXED); }
 static size_t central_bytes;    /* atomic: bytes in all arrays */
 
-static size_t medium_class_bytes(unsigned cls) { return hpm_medium_pages(cls) << HPM_PAGE_SHIFT; }
-
 /* Spans back to the pageheap, one lock hold. */
 static void spans_free(hpm_span_t *const *spans, unsigned n) {
     if (n == 0) return;
@@ -67,7 +65,7 @@ unsigned _hpm_transfer_get(unsigned cls, unsigned want, hpm_span_t **out) {
         set_n(c, c->n - n);
         c->taken = true;
         central_unlock(c);
-        __atomic_sub_fetch(&central_bytes, n * medium_class_bytes(cls), __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&central_bytes, n * hpm_medium_bytes(cls), __ATOMIC_RELAXED);
     }
     if (n == 0) {
         size_t pages = hpm_medium_pages(cls);
@@ -85,7 +83,7 @@ unsigned _hpm_transfer_get(unsigned cls, unsigned want, hpm_span_t **out) {
 
 void _hpm_transfer_put(unsigned cls, hpm_span_t *const *in, unsigned n) {
     central_t *c = &central[cls];
-    size_t bytes = n * medium_class_bytes(cls);
+    size_t bytes = n * hpm_medium_bytes(cls);
     bool room = false;
     if (__atomic_add_fetch(&central_bytes, bytes, __ATOMIC_RELAXED) <= HPM_TRANSFER_MAX_BYTES) {
         central_lock(c);
@@ -128,7 +126,7 @@ void _hpm_transfer_release(bool idle_only) {
         }
         c->taken = false;
         central_unlock(c);
-        __atomic_sub_fetch(&central_bytes, n * medium_class_bytes(cls), __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&central_bytes, n * hpm_medium_bytes(cls), __ATOMIC_RELAXED);
         spans_free(spans, n);
     }
     pthread_mutex_unlock(&release_lock);
