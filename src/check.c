@@ -314,7 +314,7 @@ bool _hpm_check_heap(const hpm_heap_t *h, char *why) {
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) {
         size_t n = hpm_medium_pages(c);
         unsigned count = h->span_cache_n[c];
-        if (count > 2 * hpm_medium_batch(c)) return bad(why, "span cache of %zu pages holds %u spans, over two batches", n, count);
+        if (count > HPM_SPANCACHE_BATCHES * hpm_medium_batch(c)) return bad(why, "span cache of %zu pages holds %u spans, over HPM_SPANCACHE_BATCHES batches", n, count);
         for (unsigned i = 0; i < count; i++) {
             const hpm_span_t *s = h->span_stack[_hpm_medium_slot0[c] + i];
             for (unsigned j = 0; j < i; j++)

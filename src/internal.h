@@ -60,8 +60,9 @@
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
 #define HPM_MIN_ALIGN 16
 #define HPM_MEDIUM_CLASSES 26                    /* medium span sizes, 3..256 pages (spancache.c) */
-#define HPM_SPANCACHE_MAX_BYTES ((size_t)4 << 20) /* per thread */
-#define HPM_SPANCACHE_SLOTS 272                  /* sum over medium classes of 2 * batch + 1 */
+#define HPM_SPANCACHE_MAX_BYTES ((size_t)8 << 20) /* per thread */
+#define HPM_SPANCACHE_BATCHES 4                  /* batches a thread keeps per medium class */
+#define HPM_SPANCACHE_SLOTS (HPM_SPANCACHE_BATCHES * 123 + HPM_MEDIUM_CLASSES)   /* sum over medium classes of HPM_SPANCACHE_BATCHES * batch + 1 (the batches add up to 123) */
 #define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB) or a second thread allocates, no medium span caching */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
 #define HPM_SMALL_START_HP 4                     /* THP mode: the first hugepages stay on 4 KiB pages until the heap outgrows them */
@@ -501,8 +502,9 @@ static inline unsigned hpm_medium_batch(unsigned cls) {
                                                       2,  2,  2,  2,  2, 2, 2, 2, 2, 2, 2, 2, 2};
     return batch[cls];
 }
-/* A thread's span cache keeps up to two batches of each class and the one
- * span that makes a drain due: 2 * batch + 1 slots, class cls from slot
+/* A thread's span cache keeps up to HPM_SPANCACHE_BATCHES batches of each
+ * class and the one span that makes a drain due: 4 * batch + 1 slots
+ * (4 = HPM_SPANCACHE_BATCHES), class cls from slot
  * _hpm_medium_slot0[cls] of the heap's span_stack (set by
  * _hpm_classes_init from the batches; they add up to HPM_SPANCACHE_SLOTS). */
 HPM_INTERNAL extern uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];

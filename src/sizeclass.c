@@ -45,7 +45,7 @@ void _hpm_classes_init(void) {
         hpm_assert(_hpm_class_of16[i] == c);
     }
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++)   /* spancache.c's stacks */
-        _hpm_medium_slot0[c + 1] = (uint16_t)(_hpm_medium_slot0[c] + 2 * hpm_medium_batch(c) + 1);
+        _hpm_medium_slot0[c + 1] = (uint16_t)(_hpm_medium_slot0[c] + HPM_SPANCACHE_BATCHES * hpm_medium_batch(c) + 1);
     if (_hpm_medium_slot0[HPM_MEDIUM_CLASSES] != HPM_SPANCACHE_SLOTS)
         _hpm_fatal("hpmalloc init", NULL, "HPM_SPANCACHE_SLOTS does not match the medium batches");
 }

@@ -5,7 +5,7 @@
  * keeps a stack (an array) of free spans, newest on top. An empty stack
  * refills with a batch from the central cache (transfer.c), which refills
  * from the pageheap (the first refills of a class with 1, 2, 4, ... spans:
- * slow start); a stack over two batches, or a cache over
+ * slow start); a stack over HPM_SPANCACHE_BATCHES (4) batches, or a cache over
  * HPM_SPANCACHE_MAX_BYTES, drains its oldest batch back. Thread exit
  * returns the cache to the central cache; malloc_trim/hpm_trim return it
  * to the pageheap.
@@ -95,12 +95,12 @@ int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     s->cached = 1;
     s->clean = 0;
     unsigned k = h->span_cache_n[cls];
-    stack_of(h, cls)[k++] = s;   /* k <= 2 * batch + 1: a stack over 2 * batch drained when it got there */
+    stack_of(h, cls)[k++] = s;   /* k <= 4 * batch + 1: a stack over 4 * batch drained when it got there */
     h->span_cache_n[cls] = (uint8_t)k;
     h->span_cache_bytes += n << HPM_PAGE_SHIFT;
     unsigned batch = hpm_medium_batch(cls);
-    if (likely(k <= 2 * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES)) return 1;
-    if (k > 2 * batch) drain(h, cls, batch);
+    if (likely(k <= HPM_SPANCACHE_BATCHES * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES)) return 1;
+    if (k > HPM_SPANCACHE_BATCHES * batch) drain(h, cls, batch);
     /* over the byte bound: the largest classes go first */
     for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > HPM_SPANCACHE_MAX_BYTES && c-- > 0;)
         drain(h, c, hpm_medium_batch(c));
