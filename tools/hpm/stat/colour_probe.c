@@ -30,6 +30,9 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <unistd.h>
 #include "hpm_proc.h"
 #include "stat.h"
@@ -70,7 +73,64 @@ static long cp_read_long(const char *dir, const char *file) {
     return v;
 }
 
-/* Fills l1 (data), l2 and llc (highest level); returns levels found. */
+static void cp_keep(cp_cache_t c, cp_cache_t *l1, cp_cache_t *l2, cp_cache_t *llc) {
+    if (c.level == 1) *l1 = c;
+    if (c.level == 2) *l2 = c;
+    if (c.level >= 2 && c.level >= llc->level) *llc = c;
+}
+
+/* Where the kernel does not publish the caches in sysfs (seen on a KVM
+ * guest whose cpu0 has no cache directory), the CPU's own description:
+ * CPUID leaf 4 (Intel) or 0x8000001D (AMD), one subleaf per cache, in
+ * the same format. Returns levels found; 0 elsewhere. */
+static int cp_geometry_cpuid(cp_cache_t *l1, cp_cache_t *l2, cp_cache_t *llc) {
+    int found = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    static const unsigned leaves[2] = {4u, 0x8000001Du};
+    for (int l = 0; l < 2 && !found; l++) {
+        unsigned max = __get_cpuid_max(leaves[l] & 0x80000000u, NULL);
+        if (max < leaves[l]) continue;
+        for (unsigned sub = 0; sub < 16; sub++) {
+            unsigned a, b, c, d;
+            __cpuid_count(leaves[l], sub, a, b, c, d);
+            unsigned type = a & 31u;
+            if (type == 0) break;        /* no more caches */
+            if (type == 2) continue;     /* instruction cache */
+            cp_cache_t k = {(int)((a >> 5) & 7u), 0, (long)(b >> 22) + 1, (long)(b & 0xfffu) + 1, (long)c + 1};
+            k.size_bytes = k.ways * ((long)((b >> 12) & 0x3ffu) + 1) * k.line_bytes * k.sets;
+            found++;
+            cp_keep(k, l1, l2, llc);
+        }
+    }
+    /* Older AMD leaves (a KVM guest may offer only these): L1D in
+     * 0x80000005, L2 and L3 in 0x80000006, ways as an encoded field. */
+    if (!found && __get_cpuid_max(0x80000000u, NULL) >= 0x80000006u) {
+        static const long ways_of[16] = {0, 1, 2, 3, 4, 0, 8, 0, 16, 0, 32, 48, 64, 96, 128, 0};
+        unsigned a, b, c, d;
+        __cpuid(0x80000005u, a, b, c, d);
+        cp_cache_t k1 = {1, (long)(c >> 24) << 10, (long)((c >> 16) & 0xffu), (long)(c & 0xffu), 0};
+        __cpuid(0x80000006u, a, b, c, d);
+        cp_cache_t k2 = {2, (long)(c >> 16) << 10, ways_of[(c >> 12) & 0xfu], (long)(c & 0xffu), 0};
+        cp_cache_t k3 = {3, (long)(d >> 18) << 19, ways_of[(d >> 12) & 0xfu], (long)(d & 0xffu), 0};
+        if (((c >> 12) & 0xfu) == 5) k2.ways = 6;
+        cp_cache_t *all[3] = {&k1, &k2, &k3};
+        for (int i = 0; i < 3; i++) {
+            cp_cache_t *k = all[i];
+            if (k->size_bytes <= 0 || k->ways <= 0 || k->ways == 0xff || k->line_bytes <= 0) continue;
+            k->sets = k->size_bytes / (k->ways * k->line_bytes);
+            if (k->sets <= 0) continue;
+            found++;
+            cp_keep(*k, l1, l2, llc);
+        }
+    }
+#else
+    (void)l1; (void)l2; (void)llc;
+#endif
+    return found;
+}
+
+/* Fills l1 (data), l2 and llc (highest level) from sysfs, else from
+ * CPUID; returns levels found. */
 static int cp_geometry(cp_cache_t *l1, cp_cache_t *l2, cp_cache_t *llc) {
     memset(l1, 0, sizeof *l1); memset(l2, 0, sizeof *l2); memset(llc, 0, sizeof *llc);
     int found = 0;
@@ -89,11 +149,9 @@ static int cp_geometry(cp_cache_t *l1, cp_cache_t *l2, cp_cache_t *llc) {
                         cp_read_long(dir, "number_of_sets")};
         if (c.level <= 0 || c.ways <= 0 || c.line_bytes <= 0 || c.sets <= 0) continue;
         found++;
-        if (c.level == 1) *l1 = c;
-        if (c.level == 2) *l2 = c;
-        if (c.level >= 2 && c.level >= llc->level) *llc = c;
+        cp_keep(c, l1, l2, llc);
     }
-    return found;
+    return found ? found : cp_geometry_cpuid(l1, l2, llc);
 }
 
 /* ---- memory ---- */
@@ -411,7 +469,7 @@ static int cp_probe_all(cp_result_t *r, char *why, size_t why_bytes) {
 int hpm_colour_probe(int json) {
     static cp_result_t r;
     if (cp_geometry(&r.l1, &r.l2, &r.llc) == 0 || !r.l1.sets || !r.l2.sets) {
-        fprintf(stderr, "hpm stat --colours: cannot read the cache geometry from /sys/devices/system/cpu/cpu0/cache\n");
+        fprintf(stderr, "hpm stat --colours: cannot read the cache geometry (neither /sys/devices/system/cpu/cpu0/cache nor CPUID describes it)\n");
         return 1;
     }
     cpu_set_t one;   /* stay on one core so every chase sees the same L1/L2 */
