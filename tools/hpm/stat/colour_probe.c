@@ -88,7 +88,7 @@ static int cp_geometry_cpuid(cp_cache_t *l1, cp_cache_t *l2, cp_cache_t *llc) {
 #if defined(__x86_64__) || defined(__i386__)
     static const unsigned leaves[2] = {4u, 0x8000001Du};
     for (int l = 0; l < 2 && !found; l++) {
-        unsigned max = __get_cpuid_max(leaves[l] & 0x80000000u, NULL);
+        unsigned max = (unsigned)__get_cpuid_max(leaves[l] & 0x80000000u, NULL);
         if (max < leaves[l]) continue;
         for (unsigned sub = 0; sub < 16; sub++) {
             unsigned a, b, c, d;
@@ -104,7 +104,7 @@ static int cp_geometry_cpuid(cp_cache_t *l1, cp_cache_t *l2, cp_cache_t *llc) {
     }
     /* Older AMD leaves (a KVM guest may offer only these): L1D in
      * 0x80000005, L2 and L3 in 0x80000006, ways as an encoded field. */
-    if (!found && __get_cpuid_max(0x80000000u, NULL) >= 0x80000006u) {
+    if (!found && (unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000006u) {
         static const long ways_of[16] = {0, 1, 2, 3, 4, 0, 8, 0, 16, 0, 32, 48, 64, 96, 128, 0};
         unsigned a, b, c, d;
         __cpuid(0x80000005u, a, b, c, d);
