@@ -118,8 +118,12 @@ for m in "${modes[@]}"; do
         linked build-tsan 40
         ;;
     asan)
+        # test_kernel again: ASan's shadow memory (on this session's
+        # kernel 41 MB of the process's Anonymous, on 4 KiB pages and kept
+        # after the frees) put THP coverage at 87.7% and RSS after trim at
+        # 44 MB in every run, with this library and session 8's alike.
         build asan
-        units build-asan test_limits
+        units build-asan test_limits test_kernel
         linked build-asan 100
         ;;
     fuzz)
