@@ -105,14 +105,13 @@ static int cp_geometry_cpuid(cp_cache_t *l1, cp_cache_t *l2, cp_cache_t *llc) {
     /* Older AMD leaves (a KVM guest may offer only these): L1D in
      * 0x80000005, L2 and L3 in 0x80000006, ways as an encoded field. */
     if (!found && (unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000006u) {
-        static const long ways_of[16] = {0, 1, 2, 3, 4, 0, 8, 0, 16, 0, 32, 48, 64, 96, 128, 0};
+        static const long ways_of[16] = {0, 1, 2, 3, 4, 6, 8, 0, 16, 0, 32, 48, 64, 96, 128, 0};   /* 0: not encoded here */
         unsigned a, b, c, d;
         __cpuid(0x80000005u, a, b, c, d);
         cp_cache_t k1 = {1, (long)(c >> 24) << 10, (long)((c >> 16) & 0xffu), (long)(c & 0xffu), 0};
         __cpuid(0x80000006u, a, b, c, d);
         cp_cache_t k2 = {2, (long)(c >> 16) << 10, ways_of[(c >> 12) & 0xfu], (long)(c & 0xffu), 0};
         cp_cache_t k3 = {3, (long)(d >> 18) << 19, ways_of[(d >> 12) & 0xfu], (long)(d & 0xffu), 0};
-        if (((c >> 12) & 0xfu) == 5) k2.ways = 6;
         cp_cache_t *all[3] = {&k1, &k2, &k3};
         for (int i = 0; i < 3; i++) {
             cp_cache_t *k = all[i];
