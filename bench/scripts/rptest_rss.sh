@@ -18,10 +18,12 @@ if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then rounds=$1; shift; fi
 [[ $# -gt 0 ]] || { echo "usage: $0 [ROUNDS] NAME=LIB.so ..." >&2; exit 2; }
 prog=build/bench/rptest
 [[ -x $prog ]] || make -s "$prog"
+[[ -x build/bench/warm_memory ]] || make -s build/bench/warm_memory
 declare -A ns rss live ratio
 for ((r = 0; r < rounds; r++)); do
   for spec in "$@"; do
     name=${spec%%=*} lib=${spec#*=}
+    build/bench/warm_memory   # warm free memory first (bench/common/bench_warm.h)
     out=$( { /usr/bin/time -f "maxrss_kb=%M" timeout 120 env ${lib:+LD_PRELOAD=$lib} "$prog" --threads 2 --runs 10; } 2>&1 )
     grep -q 'check=ok' <<<"$out" || { echo "rptest under $name failed: $out" >&2; exit 1; }
     n=$(grep -o 'ns_per_op=[0-9.]*' <<<"$out" | cut -d= -f2)

@@ -34,6 +34,7 @@ rounds=${1:-3}
 scale=${SCALE:-published}
 B=build/bench
 L=/usr/lib/x86_64-linux-gnu
+[[ -x $B/warm_memory ]] || { echo "standard.sh: $B/warm_memory is missing: run make first" >&2; exit 2; }
 
 peers=${HPM_PEERS:-}
 if [[ -z $peers ]]; then
@@ -102,14 +103,16 @@ for ((r = 1; r <= rounds; r++)); do
       a=${order[${perm[$k]}]}
       IFS='|' read -r lib var <<<"${spec[$a]}"
       log=$out/$name.$a.$r
+      $B/warm_memory   # warm free memory first (bench/common/bench_warm.h)
       env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF $var ${lib:+LD_PRELOAD=$lib} \
-        timeout 300 /usr/bin/time -f "MAXRSS_KIB %M" -o "$log.time" $B/$cmd >"$log.out" 2>"$log.err"
+        timeout 300 /usr/bin/time -f "MAXRSS_KIB %M CPU_S %U %S" -o "$log.time" $B/$cmd >"$log.out" 2>"$log.err"
       rc=$?
       line=$(grep '^RESULT' "$log.out" | tail -n 1)
       v=$(grep -o " $metric=[0-9.]*" <<<"$line" | cut -d= -f2)
       rss=$(awk '/^MAXRSS_KIB/ {print $2}' "$log.time" 2>/dev/null)
+      cpu=$(awk '/^MAXRSS_KIB/ {print $4, $5}' "$log.time" 2>/dev/null)
       [[ $rc -eq 0 && $line == *check=ok* && -n $v ]] || { v=nan; echo "FAILED: $name under $a (rc $rc): $(tail -n 1 "$log.err")" >&2; }
-      echo "$name $a ${v} ${rss:-nan}" >>"$raw"
+      echo "$name $a ${v} ${rss:-nan} ${cpu:-nan nan}" >>"$raw"
       echo "round $r/$rounds $name $a $metric=$v maxrss_kib=${rss:-?}" >&2
     done
   done
@@ -124,7 +127,7 @@ function median(s,   n, a, i, j, t) {
   for (i = 2; i <= m; i++) { t = b[i]; for (j = i - 1; j >= 1 && b[j] > t; j--) b[j + 1] = b[j]; b[j + 1] = t }
   return (m % 2) ? b[(m + 1) / 2] : (b[m / 2] + b[m / 2 + 1]) / 2
 }
-{ k = $1 SUBSEP $2; t[k] = t[k] " " $3; r[k] = r[k] " " $4; if (!($1 in seen)) { seen[$1] = 1; wl[++nw] = $1 } }
+{ k = $1 SUBSEP $2; t[k] = t[k] " " $3; r[k] = r[k] " " $4; us[k] = us[k] " " $5; sy[k] = sy[k] " " $6; if (!($1 in seen)) { seen[$1] = 1; wl[++nw] = $1 } }
 END {
   na = split(order, al, " ")
   printf "median ratio to %s (time, or throughput as time; lower is better), %d rounds, scale %s\n\n", base, rounds, scale
@@ -148,6 +151,12 @@ END {
   printf "| **geometric mean** |"; for (i = 1; i <= na; i++) printf (nr[i] ? " **%.1f** |" : " - |"), (nr[i] ? exp(lr[i] / nr[i]) : 0); printf "\n\n"
   printf "median raw values (metric as printed by the program)\n\n| workload |"; for (i = 1; i <= na; i++) printf " %s |", al[i]; printf "\n|---|"; for (i = 1; i <= na; i++) printf "---|"; printf "\n"
   for (w = 1; w <= nw; w++) { printf "| %s |", wl[w]; for (i = 1; i <= na; i++) { m = median(t[wl[w], al[i]]); printf (m == "nan" ? " - |" : " %.4g |"), m }; printf "\n" }
+  printf "\nmedian CPU seconds, user / system (system time is mostly page faults: docs/bench.md)\n\n| workload |"; for (i = 1; i <= na; i++) printf " %s |", al[i]; printf "\n|---|"; for (i = 1; i <= na; i++) printf "---|"; printf "\n"
+  for (w = 1; w <= nw; w++) {
+    printf "| %s |", wl[w]
+    for (i = 1; i <= na; i++) { u = median(us[wl[w], al[i]]); y = median(sy[wl[w], al[i]]); printf ((u == "nan" || y == "nan") ? " - |" : " %.2f / %.2f |"), u, y }
+    printf "\n"
+  }
 }' "$raw"
 echo
 echo "raw results: $raw"

@@ -53,6 +53,7 @@ for ((r = 1; r <= reps; r++)); do
     IFS='|' read -r name cmd metric allocs <<<"$c"
     [[ $name == aging-thp ]] && continue   # measured with aging-rss
     for a in $allocs; do
+      $B/warm_memory   # warm free memory first (bench/common/bench_warm.h)
       line=$(env -u GLIBC_TUNABLES ${env[$a]} LD_PRELOAD=${lib[$a]} $B/$cmd 2>/dev/null | grep '^RESULT' | tail -n 1)
       v=$(grep -o " $metric=[0-9.]*" <<<"$line" | cut -d= -f2)
       echo "$name $a ${v:-nan}" >> "$out"

@@ -81,6 +81,13 @@ for m in st mt emu; do
 done
 $B/glibc_thread --min 100 --max 10 >/dev/null 2>&1
 check "[[ $? -eq 2 ]]" "glibc_thread --min > --max must exit 2"
+# The warm-up before measured runs (bench_warm.h) writes the memory it is asked for.
+/usr/bin/time -f "%M" -o "$tmp/w" $B/warm_memory 64 >"$tmp/wo" 2>&1
+check "[[ $? -eq 0 && ! -s '$tmp/wo' && \$(tail -n 1 '$tmp/w') -ge 65536 ]]" "warm_memory 64: max RSS $(tail -n 1 "$tmp/w") KiB, want >= 65536"
+HPM_BENCH_WARM_MIB=0 /usr/bin/time -f "%M" -o "$tmp/w" $B/warm_memory >/dev/null 2>&1
+check "[[ $? -eq 0 && \$(tail -n 1 '$tmp/w') -lt 16384 ]]" "HPM_BENCH_WARM_MIB=0 turns the warm-up off: max RSS $(tail -n 1 "$tmp/w") KiB"
+$B/warm_memory 12x >/dev/null 2>&1
+check "[[ $? -eq 2 ]]" "warm_memory 12x must exit 2"
 
 # The standard workloads: what each must show besides check=ok.
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" "$1"; }

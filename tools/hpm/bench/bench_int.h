@@ -88,6 +88,7 @@ typedef struct {
     int perf_ok;             /* hardware counters could be opened */
     char perf_note[300];     /* why counters are n/a, or which worked */
     int scale;               /* HPM_SCALE_* */
+    size_t warm_bytes;       /* warmed before each run (bench_warm.h); 0: none */
     char hpm_path[1024];     /* the hpm binary, for the colour probe */
     int n_all_allocs;        /* every known allocator, selected or not */
     const hpm_bench_alloc_t *all_allocs;

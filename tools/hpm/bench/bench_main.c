@@ -21,6 +21,7 @@
 #include "args.h"
 #include "bench_common.h"   /* bench_rng_t, the programs' seeded generator */
 #include "bench_int.h"
+#include "bench_warm.h"   /* the warm-up before each run */
 #include "hpm.h"
 #include "hpm_proc.h"
 
@@ -494,6 +495,7 @@ int hpm_cmd_bench(int argc, char **argv) {
     if (!baseline || check_programs(&o, bench_dir) != 0 || make_out_dir(o.out_root, out_dir, sizeof out_dir) != 0)
         return 2;
     st.scale = o.scale;
+    st.warm_bytes = bench_warm_bytes(o.scale == HPM_SCALE_TINY ? 0 : BENCH_WARM_DEFAULT_MIB);
     st.all_allocs = all;
     st.n_all_allocs = n_all;
     st.selected = o.alloc_list;

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "bench_int.h"
+#include "bench_warm.h"
 #include "hpm_proc.h"
 
 #define SAMPLE_MS 50
@@ -357,6 +358,7 @@ int hpm_bench_run_child(const hpm_bench_ctx_t *ctx, const char *suite, const cha
     char log_path[1024], tail[400];
     int log_fd, go[2];
     if (open_log(ctx, &r, log_path, sizeof log_path, &log_fd, go) != 0) return run_failed(ctx, &r, out);
+    bench_warm_memory(st->warm_bytes);   /* after the log opens, so a failed open skips it */
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) { close(go[1]); child_exec(alloc, argv, env, log_fd, go[0]); }
