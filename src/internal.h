@@ -120,7 +120,9 @@ struct hpm_span_s {
                                      * (line 0, with start and n_pages: a medium malloc or free
                                      * touches one line of the record) */
     /* Line 1: the owner's (or, for an abandoned slab, the class lock
-     * holder's): what malloc and a local free write. */
+     * holder's): what malloc and a local free write. Records start on
+     * 128-byte boundaries (meta.c), so a record's two lines are one
+     * prefetch pair and share it with no other record. */
     void *free __attribute__((aligned(64)));   /* free blocks, LIFO */
     void ***push_to;                /* where a local free pushes: &free, or the owner's hand while it has one (heap.c) */
     uint32_t used;                  /* live blocks (remote frees not yet collected count as live); not kept while in a hand */
@@ -131,7 +133,7 @@ struct hpm_span_s {
     uint32_t held_pages_mask;       /* slab pages given back while the slab lives (slab.c) */
     hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
 };
-_Static_assert(sizeof(hpm_span_t) == 128, "a span record is two cache lines");
+_Static_assert(sizeof(hpm_span_t) == 128, "a span record is two cache lines, one 128-byte pair");
 _Static_assert(offsetof(hpm_span_t, cached) < 64, "a medium span's cache mark is on line 0");
 
 /* A growable region of reserved metadata address space (meta.c). */
@@ -372,8 +374,8 @@ struct hpm_heap_s {
     bool active;                        /* false from the start of thread exit: adopts nothing */
     uint32_t outbox_blocks;             /* blocks waiting in outbox[] */
     hpm_outbox_t outbox[HPM_OUTBOX_SLOTS];  /* remote frees batched per owner (remote.c) */
-    _Atomic(void *) inbox __attribute__((aligned(64)));  /* blocks of our slabs freed by other threads */
-    char inbox_line[64 - sizeof(void *)];
+    _Atomic(void *) inbox __attribute__((aligned(128)));  /* blocks of our slabs freed by other threads (a line pair of its own: the spatial prefetcher) */
+    char inbox_line[128 - sizeof(void *)];
 };
 
 /* The calling thread's heap, or &_hpm_no_heap until it has one (and after

@@ -6,6 +6,10 @@
  * a chain of regions: the first takes 64 MiB of address space (less under
  * RLIMIT_AS: a sixteenth of the room), and a new one is reserved when it
  * is full, so metadata is limited by memory, not by a fixed reservation.
+ * Objects of 128 bytes or more start on a 128-byte boundary: Intel's L2
+ * prefetcher fetches lines in aligned pairs, and an object that shared a
+ * pair with another thread's hot object would trade lines with it
+ * (docs/allocator.md, "A span record is two cache lines, one line pair").
  * Lock order: meta_lock is the innermost allocator lock (the pageheap's
  * span records come from here); fork takes it last.
  * Invariant: nothing here calls malloc; committed <= limit. */
@@ -73,15 +77,20 @@ int _hpm_meta_init(const hpm_os_t *os) {
 void *_hpm_meta_alloc(size_t size_bytes) {
     if (!meta_os) return NULL;   /* asked for during init, before metadata is set up */
     size_bytes = (size_bytes + 63) & ~(size_t)63;
+    size_t align = size_bytes >= 128 ? 128 : 64;   /* whole line pairs: see the top */
     pthread_mutex_lock(&meta_lock);
     void *p = NULL;
-    if (meta_misc.used + size_bytes > meta_misc.limit && misc_region_new(size_bytes) != 0) {
-        pthread_mutex_unlock(&meta_lock);
-        return NULL;
+    size_t at = (meta_misc.used + align - 1) & ~(align - 1);
+    if (at + size_bytes > meta_misc.limit) {
+        if (misc_region_new(size_bytes) != 0) {
+            pthread_mutex_unlock(&meta_lock);
+            return NULL;
+        }
+        at = 0;   /* a new region starts hugepage-aligned */
     }
-    if (_hpm_meta_region_ensure(&meta_misc, meta_misc.used + size_bytes) == 0) {
-        p = (void *)(meta_misc.base + meta_misc.used);
-        meta_misc.used += size_bytes;
+    if (_hpm_meta_region_ensure(&meta_misc, at + size_bytes) == 0) {
+        p = (void *)(meta_misc.base + at);
+        meta_misc.used = at + size_bytes;
     }
     pthread_mutex_unlock(&meta_lock);
     return p;   /* fresh committed memory reads as zero */

@@ -29,7 +29,7 @@ typedef struct {
     unsigned n;                 /* written under the lock; peeked at without it */
     bool taken;                 /* a thread took from it since the last tick */
     hpm_span_t *spans[CENTRAL_SLOTS];
-} __attribute__((aligned(64))) central_t;
+} __attribute__((aligned(128))) central_t;   /* a line pair each: the spatial prefetcher fetches lines in 128-byte pairs */
 
 static central_t central[HPM_MEDIUM_CLASSES];
 
