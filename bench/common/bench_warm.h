@@ -16,7 +16,7 @@
  * How: map `bytes` with MADV_HUGEPAGE, write one byte per 4 KiB page, and
  * unmap. The freed blocks stay unreported for about 2 s, long enough for
  * the first faults of the run that follows, whichever page size its
- * allocator uses. Costs up to about 1 s of system time for 256 MiB when the
+ * allocator uses. Costs up to about 0.5 s of system time for 128 MiB when the
  * memory was cold. Header-only; bytes == 0 does nothing. */
 #ifndef HPM_BENCH_WARM_H
 #define HPM_BENCH_WARM_H
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#define BENCH_WARM_DEFAULT_MIB 256
+#define BENCH_WARM_DEFAULT_MIB 128   /* the largest quick-scale run faults about 125 MB (glibc-bench large) */
 
 /* The warm-up size: HPM_BENCH_WARM_MIB when set (0 turns it off), else dflt. */
 static inline size_t bench_warm_bytes(size_t dflt_mib) {

@@ -1,6 +1,6 @@
 /* warm_memory: the benchmark scripts' warm-up before each measured run
  * (bench/common/bench_warm.h says why this VM needs one). Usage:
- * warm_memory [MIB]; without MIB, HPM_BENCH_WARM_MIB or 256. Prints
+ * warm_memory [MIB]; without MIB, HPM_BENCH_WARM_MIB or 128. Prints
  * nothing; exit status 0, or 2 on a bad argument. */
 #include <stdio.h>
 #include <stdlib.h>

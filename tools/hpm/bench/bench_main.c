@@ -48,7 +48,7 @@ static void usage(FILE *f) {
         "                   NAME=LIB.so[,VAR=VALUE] adds an allocator (e.g. a peer of\n"
         "                   ../shared/peers, or a second hpmalloc build)\n"
         "  --baseline NAME  the allocator the others are compared with (default jemalloc)\n"
-        "  --quick          3 repetitions, about 12 minutes on 2 cores (default)\n"
+        "  --quick          3 repetitions, about 12-16 minutes on 2 cores (default)\n"
         "  --full           7 repetitions, larger sizes, under an hour\n"
         "  --tiny           1 repetition at the smallest sizes (for tests)\n"
         "  --reps N         override the number of repetitions\n"
