@@ -162,7 +162,7 @@ static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, v
     if (unlikely(owner == NULL || owner == h || !block_ok(s, b))) { free_rare(h, s, p, fn); return; }
     b[1] = (void *)hpm_cookie(b);
     hpm_used_add(h, -(int64_t)(s->block_bytes));
-    if (unlikely(!hpm_remote_push_open(h, owner, b))) { _hpm_remote_push_poll(h, owner, b); return; }
+    if (unlikely(!hpm_remote_push_open(h, owner, s, b))) { _hpm_remote_push_poll(h, owner, b); return; }
     if (unlikely(atomic_load_explicit(&h->inbox, memory_order_relaxed) != NULL)) _hpm_remote_drain(h);
 }
 

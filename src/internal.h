@@ -338,6 +338,7 @@ HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 /* ---- heaps (heap.c, slab.c, remote.c) ---- */
 #define HPM_OUTBOX_SLOTS 8                  /* owners batched at once (a power of two) */
 #define HPM_OUTBOX_BATCH 64                 /* blocks handed over with one CAS */
+#define HPM_OUTBOX_AHEAD 8                  /* a block of 24 bytes or more names the one this far down its batch (remote.c) */
 #define HPM_HEAP_EMPTY_SLABS 16             /* emptied slabs a heap keeps for reuse */
 #define HPM_SLAB_BATCH 8                    /* slabs given back to the pageheap under one lock (heap.c) */
 #define HPM_STALL_SENDS 4                   /* batches in a row that found the owner's inbox not yet taken: the owner is stalled */
@@ -349,6 +350,7 @@ typedef struct {
     uint16_t waiting;                       /* sends in a row that found to's inbox not yet taken */
     bool stalled;                           /* waiting reached HPM_STALL_SENDS: keep its blocks (remote.c) */
     uint32_t kept;                          /* blocks kept since the slot stalled */
+    void **recent[HPM_OUTBOX_AHEAD];        /* the last blocks pushed, by count (remote.c, "look-ahead") */
 } hpm_outbox_t;
 struct hpm_heap_s {
     int64_t used_bytes;                 /* this thread's net allocated bytes (first: shares a line with hand[]) */
@@ -460,9 +462,18 @@ static inline unsigned hpm_outbox_slot(const hpm_heap_t *to) {
 /* A remote free into a batch that is open for to and not about to fill:
  * three stores, inline. False, with nothing done, for anything else (a new
  * owner for the slot, a first block, a full batch): _hpm_remote_push. */
-static inline bool hpm_remote_push_open(hpm_heap_t *h, hpm_heap_t *to, void **b) {
+/* Look-ahead: a block of 24 bytes or more gets, in its third word, the
+ * block pushed HPM_OUTBOX_AHEAD pushes before it (or a stale pointer:
+ * the owner only prefetches it, remote.c). */
+static inline void hpm_outbox_ahead(hpm_outbox_t *o, const hpm_span_t *s, void **b) {
+    void ***r = &o->recent[o->count % HPM_OUTBOX_AHEAD];
+    if (s->block_bytes >= 3 * sizeof(void *)) b[2] = *r;
+    *r = b;
+}
+static inline bool hpm_remote_push_open(hpm_heap_t *h, hpm_heap_t *to, const hpm_span_t *s, void **b) {
     hpm_outbox_t *o = &h->outbox[hpm_outbox_slot(to)];
     if (unlikely(o->to != to || o->count == 0 || o->count >= HPM_OUTBOX_BATCH - 1)) return false;
+    hpm_outbox_ahead(o, s, b);
     b[0] = o->head;
     o->head = b;
     o->count++;
