@@ -77,9 +77,20 @@ static void read_comm(stat_report_t *r) {
     }
 }
 
+/* Whether pid is gone, or goes within about 200 ms: a process in the
+ * middle of exit has lost its memory map (a pagemap read fails with
+ * EFAULT) while /proc still shows it running. */
+static int gone_soon(int pid) {
+    for (int i = 0; i < 10; i++) {
+        if (!stat_process_alive(pid)) return 1;
+        sleep_s(0.02);
+    }
+    return !stat_process_alive(pid);
+}
+
 /* Turns a failed step into a status and, unless quiet, a message. */
 static int report_fail(const stat_report_t *r, const char *what, int err, int quiet) {
-    if (err == -ESRCH || err == -ENOENT || !stat_process_alive(r->pid)) {
+    if (err == -ESRCH || err == -ENOENT || gone_soon(r->pid)) {
         if (!quiet) fprintf(stderr, "hpm stat: process %d exited while %s\n", r->pid, what);
         return REPORT_GONE;
     }
