@@ -459,9 +459,6 @@ HPM_INTERNAL void _hpm_remote_push_poll(hpm_heap_t *h, hpm_heap_t *to, void **b)
 static inline unsigned hpm_outbox_slot(const hpm_heap_t *to) {
     return (unsigned)(((uintptr_t)to >> 6) * 0x9e3779b9u >> 29) & (HPM_OUTBOX_SLOTS - 1);
 }
-/* A remote free into a batch that is open for to and not about to fill:
- * three stores, inline. False, with nothing done, for anything else (a new
- * owner for the slot, a first block, a full batch): _hpm_remote_push. */
 /* Look-ahead: a block of 24 bytes or more gets, in its third word, the
  * block pushed HPM_OUTBOX_AHEAD pushes before it (or a stale pointer:
  * the owner only prefetches it, remote.c). */
@@ -470,6 +467,9 @@ static inline void hpm_outbox_ahead(hpm_outbox_t *o, const hpm_span_t *s, void *
     if (s->block_bytes >= 3 * sizeof(void *)) b[2] = *r;
     *r = b;
 }
+/* A remote free into a batch that is open for to and not about to fill:
+ * a few stores, inline. False, with nothing done, for anything else (a new
+ * owner for the slot, a first block, a full batch): _hpm_remote_push. */
 static inline bool hpm_remote_push_open(hpm_heap_t *h, hpm_heap_t *to, const hpm_span_t *s, void **b) {
     hpm_outbox_t *o = &h->outbox[hpm_outbox_slot(to)];
     if (unlikely(o->to != to || o->count == 0 || o->count >= HPM_OUTBOX_BATCH - 1)) return false;

@@ -26,15 +26,20 @@
 
 #define BENCH_WARM_DEFAULT_MIB 128   /* the largest quick-scale run faults about 125 MB (glibc-bench large) */
 
-/* The warm-up size: HPM_BENCH_WARM_MIB when set (0 turns it off), else dflt. */
+/* A size in MiB, 0..65536, as text: 0 and *mib set, or -1 for bad text. */
+static inline int bench_warm_parse_mib(const char *text, size_t *mib) {
+    char *end;
+    if (!text || !*text) return -1;
+    unsigned long v = strtoul(text, &end, 10);
+    if (*end != '\0' || v > 65536) return -1;
+    *mib = v;
+    return 0;
+}
+
+/* The warm-up size: HPM_BENCH_WARM_MIB when set and valid (0 turns it off), else dflt. */
 static inline size_t bench_warm_bytes(size_t dflt_mib) {
-    const char *e = getenv("HPM_BENCH_WARM_MIB");
     size_t mib = dflt_mib;
-    if (e && *e) {
-        char *end;
-        unsigned long v = strtoul(e, &end, 10);
-        if (*end == '\0' && v <= 65536) mib = v;
-    }
+    (void)bench_warm_parse_mib(getenv("HPM_BENCH_WARM_MIB"), &mib);
     return mib << 20;
 }
 

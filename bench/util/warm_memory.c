@@ -10,13 +10,12 @@ int main(int argc, char **argv) {
     size_t bytes = bench_warm_bytes(BENCH_WARM_DEFAULT_MIB);
     if (argc > 2) { fprintf(stderr, "usage: warm_memory [MIB]\n"); return 2; }
     if (argc == 2) {
-        char *end;
-        unsigned long mib = strtoul(argv[1], &end, 10);
-        if (*argv[1] == '\0' || *end != '\0' || mib > 65536) {
+        size_t mib;
+        if (bench_warm_parse_mib(argv[1], &mib) != 0) {
             fprintf(stderr, "warm_memory: '%s' is not a size in MiB (0..65536)\n", argv[1]);
             return 2;
         }
-        bytes = (size_t)mib << 20;
+        bytes = mib << 20;
     }
     bench_warm_memory(bytes);
     return 0;
