@@ -220,18 +220,27 @@ static void read_log(const char *path, hpm_bench_run_t *r, char *tail, size_t ta
 
 static void append_row(const hpm_bench_ctx_t *ctx, const hpm_bench_run_t *r);
 
-static double round_to(double v, double unit) { return v < 0 ? v : floor(v / unit + 0.5) * unit; }
+/* v as runs.csv writes it with `digits` decimals and reads it back: the
+ * same text parsed, so exactly the same double (floor(v * 1e6 + 0.5) *
+ * 1e-6 could differ from it in the last bit, and a ratio that fell on a
+ * rounding edge then printed differently after --report). */
+static double round_to(double v, int digits) {
+    if (v < 0) return v;
+    char text[64];
+    snprintf(text, sizeof text, "%.*f", digits, v);
+    return strtod(text, NULL);
+}
 
 /* Keeps a run in memory with exactly the precision runs.csv gives it, so a
  * report regenerated from runs.csv (--report) equals the original. */
 static void record(const hpm_bench_ctx_t *ctx, const hpm_bench_run_t *run) {
     hpm_bench_state_t *st = ctx->priv;
     hpm_bench_run_t rounded = *run, *r = &rounded;
-    r->wall_s = round_to(r->wall_s, 1e-6);
-    r->user_s = round_to(r->user_s, 1e-6);
-    r->sys_s = round_to(r->sys_s, 1e-6);
-    r->thp_peak_pct = round_to(r->thp_peak_pct, 1e-2);
-    r->load1 = round_to(r->load1, 1e-2);
+    r->wall_s = round_to(r->wall_s, 6);   /* the formats of csv_row */
+    r->user_s = round_to(r->user_s, 6);
+    r->sys_s = round_to(r->sys_s, 6);
+    r->thp_peak_pct = round_to(r->thp_peak_pct, 2);
+    r->load1 = round_to(r->load1, 2);
     if (st->n_runs == st->cap_runs) {
         int cap = st->cap_runs ? st->cap_runs * 2 : 256;
         hpm_bench_run_t *nr = realloc(st->runs, sizeof *nr * (size_t)cap);
