@@ -151,52 +151,55 @@ static __attribute__((noinline)) void free_rare(hpm_heap_t *h, hpm_span_t *s, vo
     _hpm_free_other_in(h, s, b);
 }
 
-/* Everything but a local free into a slab. The common case, a block of
- * another live thread's slab, joins the outbox batch for that owner; it
- * makes only tail calls, so it saves no registers (xmalloc-test's releaser
- * spends most of its allocator time here). */
-static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
-    if (unlikely(s == NULL || h == &_hpm_no_heap)) { free_rare(h, s, p, fn); return; }
-    hpm_heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);   /* set only for slabs, as free_checked relies on */
-    void **b = p;
-    if (unlikely(owner == NULL || owner == h || !block_ok(s, b))) { free_rare(h, s, p, fn); return; }
-    b[1] = (void *)hpm_cookie(b);
-    hpm_used_add(h, -(int64_t)(s->block_bytes));
-    if (unlikely(!hpm_remote_push_open(h, owner, s, b))) { _hpm_remote_push_poll(h, owner, b); return; }
-    if (unlikely(atomic_load_explicit(&h->inbox, memory_order_relaxed) != NULL)) _hpm_remote_drain(h);
-}
-
 /* A local free into a slab that is not current. */
 static __attribute__((noinline)) void free_local_slow(hpm_heap_t *h, hpm_span_t *s) {
     _hpm_heap_free_slow(h, s);
     hpm_remote_poll(h);
 }
 
-/* The common case is a block of a slab this thread owns: one owner
- * compare, the block-start and double-free checks, the push. */
-static inline void free_checked(void *p, const char *fn) {
-    hpm_span_t *s = hpm_span_of(p);
-    /* A local free reads the record's line 0 (owner, block checks) and
-     * writes its line 1 (push_to, used): fetch both at once, so that their
-     * misses overlap (larson 24.2 -> 23.4 ns, glibc-thread 27.1 -> 26.0,
-     * alloc-test 52.7 -> 50.7, xmalloc-test 21.5 -> 20.9; 7-11 interleaved
-     * rounds). Integer arithmetic: s is NULL for a wild pointer, and
-     * a prefetch of address 64 is harmless. */
-    __builtin_prefetch((const void *)((uintptr_t)s + offsetof(hpm_span_t, free)), 1);
-    hpm_heap_t *h = _hpm_tls_heap;
-    if (unlikely(s == NULL || atomic_load_explicit(&s->owner, memory_order_relaxed) != h)) {   /* &_hpm_no_heap owns nothing */
-        free_other(h, s, p, fn);
-        return;
-    }
+/* A free into slab s, which this thread owns: the block-start and
+ * double-free checks, the push. */
+static inline __attribute__((always_inline)) void free_local(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     void **b = p;
     if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
     b[1] = (void *)hpm_cookie(b);
     void ***to = s->push_to;   /* the slab's list, or this thread's hand when the slab is current */
     b[0] = *to;
     *to = b;
-    hpm_used_add(h, -(int64_t)(s->block_bytes_owner));
+    hpm_used_add(h, -(int64_t)(s->block_bytes));
     s->used--;
     if (unlikely(hpm_slab_freed_needs_slow(s))) free_local_slow(h, s);
+}
+
+/* Everything but a local free into a slab. The common case, a block of
+ * another live thread's slab, joins the outbox batch for that owner; it
+ * makes only tail calls, so it saves no registers (xmalloc-test's releaser
+ * spends most of its allocator time here). */
+static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
+    if (!hpm_slab_holds(s, p)) s = hpm_span_of(p);   /* the guess was no slab starting in p's granule */
+    if (unlikely(s == NULL || h == &_hpm_no_heap)) { free_rare(h, s, p, fn); return; }
+    hpm_heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);   /* set only for slabs, as free_checked relies on */
+    if (owner == h) { free_local(h, s, p, fn); return; }   /* a slab with a pooled record: a heap's small first ones */
+    void **b = p;
+    if (unlikely(owner == NULL || !block_ok(s, b))) { free_rare(h, s, p, fn); return; }
+    b[1] = (void *)hpm_cookie(b);
+    hpm_used_add(h, -(int64_t)(s->block_bytes));
+    if (unlikely(!hpm_remote_push_open(h, owner, s, b))) { _hpm_remote_push_poll(h, owner, b); return; }
+    if (unlikely(atomic_load_explicit(&h->inbox, memory_order_relaxed) != NULL)) _hpm_remote_drain(h);
+}
+
+/* The common case is a block of a slab this thread owns: one owner
+ * compare, the block-start and double-free checks, the push, all on line
+ * 0 of the slab's record, which its granule's slot holds (hpm_slab_guess:
+ * no page-map load first). Anything else, free_other looks up in the map. */
+static inline void free_checked(void *p, const char *fn) {
+    hpm_span_t *s = hpm_slab_guess(p);
+    hpm_heap_t *h = _hpm_tls_heap;
+    if (unlikely(s == NULL || atomic_load_explicit(&s->owner, memory_order_relaxed) != h)) {   /* &_hpm_no_heap owns nothing */
+        free_other(h, s, p, fn);
+        return;
+    }
+    free_local(h, s, p, fn);
 }
 
 /* ---- the public functions ---- */

@@ -16,6 +16,9 @@
  * or goes away, so free() may read it without a lock, and a wild pointer
  * in a published GiB reads NULL. Each arena reserves the chunks of the
  * GiBs it spans, in address order, so the first arena's map is one array.
+ * Beside it, each arena reserves a 128-byte slot per 32 KiB granule for
+ * the records of slabs that start there (internal.h, hpm_slab_guess),
+ * committed with the map chunks that cover them.
  *
  * Invariants: arenas do not overlap, lie below 2^48, and are 2 MiB aligned
  * (1 GiB aligned and sized in 1g mode, or when no limit is near); hugepage
@@ -84,6 +87,10 @@ int _hpm_arena_add(hpm_pageheap_t *ph, size_t need_hp, size_t align_hp) {
         ph->os->unreserve(base, got);
         return ENOMEM;
     }
+    if (_hpm_meta_region_init(&a->rec_region, (got >> HPM_GRANULE_SHIFT) * sizeof(hpm_span_t))) {
+        ph->os->unreserve(base, got);   /* the map's reservation stays: metadata address space is never given back */
+        return ENOMEM;
+    }
     a->base = (uintptr_t)base;
     a->first_hp = ph->reserved_hp;
     a->n_hp = got >> HPM_HP_SHIFT;
@@ -130,6 +137,7 @@ static void map_window_grow(const hpm_arena_t *a) {
     if (covered <= a->base) return;
     __atomic_store_n(&_hpm_map0.base, a->base, __ATOMIC_RELAXED);
     __atomic_store_n(&_hpm_map0.map, (hpm_span_t **)a->map_region.base + ((a->base >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1)), __ATOMIC_RELAXED);
+    __atomic_store_n(&_hpm_map0.recs, (hpm_span_t *)a->rec_region.base, __ATOMIC_RELAXED);
     __atomic_store_n(&_hpm_map0.limit_bytes, covered - a->base, __ATOMIC_RELEASE);
 }
 
@@ -144,6 +152,13 @@ int _hpm_map_cover(hpm_pageheap_t *ph, hpm_arena_t *a, uintptr_t from, uintptr_t
         /* another pageheap (a test's) may share an edge GiB: first one wins */
         __atomic_compare_exchange_n(&_hpm_l1[g], &expected, chunk, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
     }
+    /* the slab record slots of every covered GiB: free reads the slot of
+     * any address that _hpm_map0 covers (committed, they cost memory only
+     * where a record is written) */
+    uintptr_t end = (GIB_OF(to - 1) + 1) << HPM_L1_SHIFT, arena_end = a->base + (a->n_hp << HPM_HP_SHIFT);
+    if (end > arena_end) end = arena_end;
+    int e = _hpm_meta_region_ensure(&a->rec_region, ((end - a->base) >> HPM_GRANULE_SHIFT) * sizeof(hpm_span_t));
+    if (e) return e;
     if (ph == &_hpm_ph && a == &ph->arenas[0]) map_window_grow(a);
     return 0;
 }

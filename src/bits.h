@@ -122,4 +122,16 @@ static inline int _hpm_bits_find_run(const uint64_t bits[8], unsigned n, unsigne
     }
     return -1;
 }
+
+/* First run of at least n set bits that starts at a multiple of align (a
+ * power of two up to 64); -1 if none. */
+static inline int _hpm_bits_find_aligned_run(const uint64_t bits[8], unsigned n, unsigned align) {
+    for (unsigned at = 0; at + n <= 512; at += align) {
+        unsigned len = 0;
+        while (len < n && (bits[(at + len) >> 6] >> ((at + len) & 63)) & 1) len++;
+        if (len == n) return (int)at;
+        at = (at + len) & ~(align - 1);   /* the next start past the clear bit */
+    }
+    return -1;
+}
 #endif

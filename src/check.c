@@ -220,8 +220,6 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
     const hpm_class_t *k = &_hpm_classes[s->class_idx];
     if (s->class_idx >= HPM_CLASSES || s->block_bytes != k->block_bytes || s->recip != k->recip)
         return bad(why, "slab %p: class %u does not match its block size %u", (void *)s->start, s->class_idx, s->block_bytes);
-    if (s->block_bytes_owner != s->block_bytes)
-        return bad(why, "slab %p: the owner's copy of the block size is %u, not %u", (void *)s->start, s->block_bytes_owner, s->block_bytes);
     hpm_span_t want = {0};
     hpm_slab_set_list(&want, s->list);
     if (s->free_slow_below != want.free_slow_below)

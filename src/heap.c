@@ -110,7 +110,8 @@ static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     const hpm_class_t *k = &_hpm_classes[cls];
     uint64_t colours = k->block_bytes <= HPM_COLOUR_MAX_BLOCK ? h->colour_mask : 0;
     size_t first_pages = (4u * k->block_bytes + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
-    size_t pages = colours ? 1 : h->slabs_made[cls] ? k->slab_pages : first_pages;
+    bool small_first = !h->slabs_made[cls] && !__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED);
+    size_t pages = colours ? 1 : small_first ? first_pages : k->slab_pages;
     if (h->slabs_made[cls] < 255) h->slabs_made[cls]++;
     pthread_mutex_lock(&_hpm_ph.lock);
     hpm_span_t *s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_SLAB, colours);

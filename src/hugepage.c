@@ -301,8 +301,28 @@ static hpm_span_t *span_new(hpm_pageheap_t *ph) {
     return s;
 }
 
+/* The record of a slab placed at page first of hp: its granule's slot
+ * when it starts on a granule boundary and covers the granule, else a
+ * pooled one. NULL when metadata ran out. */
+static hpm_span_t *slab_record_new(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, size_t n_pages) {
+    uintptr_t start = hp->addr + ((uintptr_t)first << HPM_PAGE_SHIFT);
+    hpm_arena_t *a = _hpm_arena_of_addr(ph, start);
+    if (!a || first % HPM_GRANULE_PAGES || n_pages < HPM_GRANULE_PAGES) return span_new(ph);
+    size_t slot = (start - a->base) >> HPM_GRANULE_SHIFT;
+    if (_hpm_meta_region_ensure(&a->rec_region, (slot + 1) * sizeof(hpm_span_t))) return span_new(ph);
+    hpm_span_t *s = (hpm_span_t *)a->rec_region.base + slot;
+    hpm_assert_internal(s->kind == SPAN_NONE && atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL);
+    memset(s, 0, sizeof *s);
+    s->fixed = 1;
+    return s;
+}
+
+/* A record no span uses any more. A slot keeps its place, with no owner,
+ * so that free's guess (hpm_slab_guess) fails on it. */
 static void span_delete(hpm_pageheap_t *ph, hpm_span_t *s) {
+    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
     s->kind = SPAN_NONE;
+    if (s->fixed) return;
     s->next = ph->span_free;
     ph->span_free = s;
 }
@@ -372,9 +392,11 @@ static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsi
 
 /* Place an n-page span in hp, first fit inside it. */
 static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, int kind, int first) {
+    bool slab_slot = kind == SPAN_SLAB && first < 0 && n_pages >= HPM_GRANULE_PAGES;
+    if (slab_slot) first = _hpm_bits_find_aligned_run(hp->free_bits, (unsigned)n_pages, HPM_GRANULE_PAGES);
     if (first < 0) first = _hpm_bits_find_run(hp->free_bits, (unsigned)n_pages, 0);
     if (first < 0) return NULL;
-    hpm_span_t *s = span_new(ph);
+    hpm_span_t *s = slab_slot ? slab_record_new(ph, hp, (unsigned)first, n_pages) : span_new(ph);
     if (!s) {   /* out of metadata: an empty hugepage taken for it goes back */
         uint64_t now = 0;
         if (hp->used_pages == 0) { _hpm_filler_remove(ph, hp); hp_cache_push(ph, hp, &now); }

@@ -100,41 +100,39 @@ typedef struct hpm_heap_s hpm_heap_t;
 typedef struct hpm_span_s hpm_span_t;
 
 struct hpm_span_s {
-    /* Line 0: written when the span is set up (and fresh_end as a slab
-     * is formatted, a page at a time), read by every thread that
-     * frees into it. Other threads never read line 1, so a remote free
-     * does not pull the owner's hot line away (xmalloc-test: the span's
-     * line went back and forth on every free). */
+    /* Line 0: everything a local free reads and writes, so that it
+     * touches one line of the record: the owner, the block checks, the
+     * list and the count. Other threads read the first four words when
+     * they free into the slab. */
     uintptr_t start;
     _Atomic(hpm_heap_t *) owner;    /* NULL when abandoned or not a slab */
     uintptr_t fresh_end;            /* the end of the formatted blocks: [start, fresh_end) were formatted, the rest never used (slab.c) */
     uint64_t div_magic;             /* the class's div_magic (block-start check) */
+    void *free;                     /* free blocks, LIFO */
+    void ***push_to;                /* where a local free pushes: &free, or the owner's hand while it has one (heap.c) */
     uint32_t block_bytes;
-    uint32_t recip;
-    uint32_t capacity;
     uint32_t n_pages;
+    uint16_t used;                  /* live blocks (remote frees not yet collected count as live); not kept while in a hand; a slab holds at most 2048 */
+    uint16_t free_slow_below;       /* a local free that leaves fewer live blocks takes the slow path (hpm_slab_set_list) */
     uint8_t kind;
     uint8_t class_idx;
     uint8_t clean;                  /* pages were all untouched when allocated (calloc skips zeroing) */
     uint8_t cached;                 /* medium spans: 1 while free in a thread's or the central cache
                                      * (line 0, with start and n_pages: a medium malloc or free
                                      * touches one line of the record) */
-    /* Line 1: the owner's (or, for an abandoned slab, the class lock
-     * holder's): what malloc and a local free write. Records start on
+    /* Line 1: read and written off the fast paths. Records start on
      * 128-byte boundaries (meta.c), so a record's two lines are one
      * prefetch pair and share it with no other record. */
-    void *free __attribute__((aligned(64)));   /* free blocks, LIFO */
-    void ***push_to;                /* where a local free pushes: &free, or the owner's hand while it has one (heap.c) */
-    uint32_t used;                  /* live blocks (remote frees not yet collected count as live); not kept while in a hand */
-    uint32_t block_bytes_owner;     /* block_bytes again, on this line, for the fast paths' counting */
-    uint8_t list;                   /* which heap list it is on (slabs: set with hpm_slab_set_list) */
-    uint32_t free_slow_below;       /* a local free that leaves fewer live blocks takes the slow path (hpm_slab_set_list) */
+    uint32_t recip __attribute__((aligned(64)));
+    uint32_t capacity;
     uint32_t held_blocks;           /* free blocks kept off the free list: their pages were given back */
     uint32_t held_pages_mask;       /* slab pages given back while the slab lives (slab.c) */
+    uint8_t list;                   /* which heap list it is on (slabs: set with hpm_slab_set_list) */
+    uint8_t fixed;                  /* a slab's record in its granule's slot (hpm_slab_guess), not a pooled one */
     hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
 };
 _Static_assert(sizeof(hpm_span_t) == 128, "a span record is two cache lines, one 128-byte pair");
-_Static_assert(offsetof(hpm_span_t, cached) < 64, "a medium span's cache mark is on line 0");
+_Static_assert(offsetof(hpm_span_t, cached) < 64, "a local free and a medium span's free touch line 0 only");
 
 /* A growable region of reserved metadata address space (meta.c). */
 typedef struct { uintptr_t base, committed, used, limit; } hpm_meta_region_t;
@@ -175,6 +173,7 @@ typedef struct {
     uintptr_t base;                 /* 2 MiB aligned (1 GiB where room allows) */
     size_t first_hp, n_hp;
     hpm_meta_region_t map_region;   /* page-map chunks for the GiBs it spans */
+    hpm_meta_region_t rec_region;   /* a slab record slot per granule (HPM_GRANULE_PAGES pages) of the arena */
 } hpm_arena_t;
 #define HPM_MAX_ARENAS 64
 
@@ -285,8 +284,31 @@ static inline uintptr_t hpm_hp_addr(const hpm_pageheap_t *ph, const hpm_hp_t *hp
  * published in _hpm_l1 as this arena's (arena.c, _hpm_map_cover); an
  * address outside it takes the two-level lookup, which answers for every
  * arena and for foreign pointers. */
-typedef struct { uintptr_t base; uintptr_t limit_bytes; hpm_span_t **map; } hpm_map_window_t;
+typedef struct { uintptr_t base; uintptr_t limit_bytes; hpm_span_t **map; hpm_span_t *recs; } hpm_map_window_t;
 HPM_INTERNAL extern hpm_map_window_t _hpm_map0;
+
+/* Slab records at fixed places. A slab of HPM_GRANULE_PAGES pages or more
+ * that starts on a granule boundary of its arena (32 KiB) keeps its record
+ * in the arena's slot for that granule, rec_region.base + granule * 128,
+ * and the page map points there too. free then finds a slab's record from
+ * the address alone, one load instead of the map entry and the record
+ * after it (glibc-thread spent a dependent L2 hit on the map entry per
+ * free). A slot that holds no live slab starting there has owner NULL and
+ * kind SPAN_NONE, so the guess below is only ever a hint: free's fast path
+ * takes it when its owner is the calling heap, which proves the address
+ * lies in that slab's first granule; anything else looks in the map. */
+#define HPM_GRANULE_SHIFT 15
+#define HPM_GRANULE_PAGES ((unsigned)1 << (HPM_GRANULE_SHIFT - HPM_PAGE_SHIFT))
+static inline hpm_span_t *hpm_slab_guess(const void *p) {
+    uintptr_t limit = __atomic_load_n(&_hpm_map0.limit_bytes, __ATOMIC_ACQUIRE);   /* a plain load on x86 */
+    uintptr_t off = (uintptr_t)p - __atomic_load_n(&_hpm_map0.base, __ATOMIC_RELAXED);
+    if (likely(off < limit)) return __atomic_load_n(&_hpm_map0.recs, __ATOMIC_RELAXED) + (off >> HPM_GRANULE_SHIFT);
+    return NULL;
+}
+/* Whether s, a guess or a map entry, is the slab holding p. */
+static inline bool hpm_slab_holds(const hpm_span_t *s, const void *p) {
+    return s && s->kind == SPAN_SLAB && (uintptr_t)p - s->start < ((uintptr_t)s->n_pages << HPM_PAGE_SHIFT);
+}
 
 static inline hpm_span_t *hpm_span_of_l1(const void *p) {
     uintptr_t a = (uintptr_t)p;
@@ -439,7 +461,7 @@ static inline uint32_t hpm_slab_fresh(const hpm_span_t *s) {
 static inline void hpm_slab_set_list(hpm_span_t *s, unsigned list) {
     s->list = (uint8_t)list;
     s->push_to = (void ***)&s->free;   /* a current slab's hand is set up by heap.c after this */
-    s->free_slow_below = list == LIST_FULL ? UINT32_MAX : list == LIST_CURRENT ? 0u : 1u;
+    s->free_slow_below = list == LIST_FULL ? UINT16_MAX : list == LIST_CURRENT ? 0u : 1u;
 }
 static inline bool hpm_slab_freed_needs_slow(const hpm_span_t *s) { return s->used < s->free_slow_below; }
 

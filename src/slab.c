@@ -24,7 +24,6 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->class_idx = (uint8_t)cls;
     hpm_slab_set_list(s, LIST_NONE);
     s->block_bytes = k->block_bytes;
-    s->block_bytes_owner = k->block_bytes;
     s->recip = k->recip;
     s->div_magic = k->div_magic;
     s->capacity = (uint32_t)(((size_t)s->n_pages << HPM_PAGE_SHIFT) / k->block_bytes);

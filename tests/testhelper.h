@@ -1,7 +1,9 @@
 /* testhelper.h: a tiny check library for hpmalloc's tests.
  * CHECK(cond, fmt, ...) counts a pass or prints the failure with its place
  * (the message is optional); th_field_kb reads a /proc field; TEST_DONE() prints the closing line
- * "N passed, N failed" and gives the exit status (1 when anything failed).
+ * "N passed, N failed" and gives the exit status (1 when anything failed);
+ * th_run_child runs a function in a forked child and collects its stderr
+ * and exit status (death tests).
  * Single-threaded use; stress tests count in their own threads and report
  * once. */
 #ifndef HPM_TESTHELPER_H
@@ -10,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "../tools/proc/hpm_proc.h"
 
 static int th_passed __attribute__((unused)), th_failed __attribute__((unused));
@@ -31,6 +35,27 @@ static inline void th_fail(const char *file, int line, const char *cond, const c
 /* A "Name:  N kB" field of a /proc file (smaps_rollup, meminfo, status),
  * or -1 when it is not there (the shared reader, tools/proc/hpm_proc.h). */
 static inline long th_field_kb(const char *path, const char *name) { return hpm_proc_field_kb(path, name); }
+
+/* Runs fn in a forked child with stderr into buf (NUL-terminated, at most
+ * size - 1 bytes); the child's wait status, or -1 when it could not run. */
+static inline int th_run_child(void (*fn)(void), char *buf, size_t size) {
+    int fds[2], st = 0;
+    buf[0] = 0;
+    if (pipe(fds)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        fn();
+        _exit(0);
+    }
+    close(fds[1]);
+    ssize_t n = 0, k;
+    while (pid > 0 && n < (ssize_t)size - 1 && (k = read(fds[0], buf + n, size - 1 - (size_t)n)) > 0) n += k;
+    buf[n] = 0;
+    close(fds[0]);
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
+    return st;
+}
 
 #define TEST_DONE() (printf("%d passed, %d failed\n", th_passed, th_failed), fflush(stdout), th_failed ? 1 : 0)
 #endif

@@ -123,25 +123,18 @@ static void test_contents_and_bounds(void) {
     free(z);
 }
 
+static size_t dies_size;
+static void double_free_child(void) {
+    void *p = hpm_malloc(dies_size);   /* hpm_*: the compiler may not drop the pair */
+    hpm_free(p);   /* now cached in this thread (LIST_CACHED) */
+    hpm_free(p);
+}
+
 static void test_double_free_dies(size_t size) {
-    int fds[2];
-    if (pipe(fds)) { CHECK(0, "pipe"); return; }
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        void *p = hpm_malloc(size);   /* hpm_*: the compiler may not drop the pair */
-        hpm_free(p);   /* now cached in this thread (LIST_CACHED) */
-        hpm_free(p);
-        _exit(0);
-    }
-    close(fds[1]);
-    char buf[512] = "";
-    ssize_t n = 0, k;
-    while (n < (ssize_t)sizeof buf - 1 && (k = read(fds[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0) n += k;
-    close(fds[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "size %zu: child status %#x", size, st);
+    char buf[512];
+    dies_size = size;
+    int st = th_run_child(double_free_child, buf, sizeof buf);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "size %zu: child status %#x", size, st);
     CHECK(strncmp(buf, "hpmalloc:", 9) == 0 && strstr(buf, "double free") && strchr(buf, '\n') == buf + strlen(buf) - 1,
           "size %zu: stderr '%s'", size, buf);
 }
