@@ -301,13 +301,13 @@ static hpm_span_t *span_new(hpm_pageheap_t *ph) {
     return s;
 }
 
-/* The record of a slab placed at page first of hp: its granule's slot
- * when it starts on a granule boundary and covers the granule, else a
- * pooled one. NULL when metadata ran out. */
-static hpm_span_t *slab_record_new(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, size_t n_pages) {
+/* The record of a slab of at least HPM_GRANULE_PAGES pages placed at
+ * page first of hp: its granule's slot when it starts on a granule
+ * boundary, else a pooled one. NULL when metadata ran out. */
+static hpm_span_t *slab_record_new(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first) {
     uintptr_t start = hp->addr + ((uintptr_t)first << HPM_PAGE_SHIFT);
     hpm_arena_t *a = _hpm_arena_of_addr(ph, start);
-    if (!a || first % HPM_GRANULE_PAGES || n_pages < HPM_GRANULE_PAGES) return span_new(ph);
+    if (!a || first % HPM_GRANULE_PAGES) return span_new(ph);
     size_t slot = (start - a->base) >> HPM_GRANULE_SHIFT;
     if (_hpm_meta_region_ensure(&a->rec_region, (slot + 1) * sizeof(hpm_span_t))) return span_new(ph);
     hpm_span_t *s = (hpm_span_t *)a->rec_region.base + slot;
@@ -396,7 +396,7 @@ static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, 
     if (slab_slot) first = _hpm_bits_find_aligned_run(hp->free_bits, (unsigned)n_pages, HPM_GRANULE_PAGES);
     if (first < 0) first = _hpm_bits_find_run(hp->free_bits, (unsigned)n_pages, 0);
     if (first < 0) return NULL;
-    hpm_span_t *s = slab_slot ? slab_record_new(ph, hp, (unsigned)first, n_pages) : span_new(ph);
+    hpm_span_t *s = slab_slot ? slab_record_new(ph, hp, (unsigned)first) : span_new(ph);
     if (!s) {   /* out of metadata: an empty hugepage taken for it goes back */
         uint64_t now = 0;
         if (hp->used_pages == 0) { _hpm_filler_remove(ph, hp); hp_cache_push(ph, hp, &now); }

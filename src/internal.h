@@ -299,10 +299,15 @@ HPM_INTERNAL extern hpm_map_window_t _hpm_map0;
  * lies in that slab's first granule; anything else looks in the map. */
 #define HPM_GRANULE_SHIFT 15
 #define HPM_GRANULE_PAGES ((unsigned)1 << (HPM_GRANULE_SHIFT - HPM_PAGE_SHIFT))
-static inline hpm_span_t *hpm_slab_guess(const void *p) {
+/* p's offset in _hpm_map0's window; false when p lies outside it. */
+static inline bool hpm_map0_offset(const void *p, uintptr_t *off) {
     uintptr_t limit = __atomic_load_n(&_hpm_map0.limit_bytes, __ATOMIC_ACQUIRE);   /* a plain load on x86 */
-    uintptr_t off = (uintptr_t)p - __atomic_load_n(&_hpm_map0.base, __ATOMIC_RELAXED);
-    if (likely(off < limit)) return __atomic_load_n(&_hpm_map0.recs, __ATOMIC_RELAXED) + (off >> HPM_GRANULE_SHIFT);
+    *off = (uintptr_t)p - __atomic_load_n(&_hpm_map0.base, __ATOMIC_RELAXED);
+    return *off < limit;
+}
+static inline hpm_span_t *hpm_slab_guess(const void *p) {
+    uintptr_t off;
+    if (likely(hpm_map0_offset(p, &off))) return __atomic_load_n(&_hpm_map0.recs, __ATOMIC_RELAXED) + (off >> HPM_GRANULE_SHIFT);
     return NULL;
 }
 /* Whether s, a guess or a map entry, is the slab holding p. */
@@ -319,9 +324,8 @@ static inline hpm_span_t *hpm_span_of_l1(const void *p) {
 }
 
 static inline hpm_span_t *hpm_span_of(const void *p) {
-    uintptr_t limit = __atomic_load_n(&_hpm_map0.limit_bytes, __ATOMIC_ACQUIRE);   /* a plain load on x86 */
-    uintptr_t off = (uintptr_t)p - __atomic_load_n(&_hpm_map0.base, __ATOMIC_RELAXED);
-    if (likely(off < limit)) return __atomic_load_n(&_hpm_map0.map, __ATOMIC_RELAXED)[off >> HPM_PAGE_SHIFT];
+    uintptr_t off;
+    if (likely(hpm_map0_offset(p, &off))) return __atomic_load_n(&_hpm_map0.map, __ATOMIC_RELAXED)[off >> HPM_PAGE_SHIFT];
     return hpm_span_of_l1(p);
 }
 

@@ -31,6 +31,7 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->held_blocks = 0;
     s->held_pages_mask = 0;
     hpm_assert((size_t)s->capacity * k->block_bytes < ((size_t)1 << 32));   /* for the div_magic check */
+    hpm_assert(s->capacity < UINT16_MAX);   /* used and free_slow_below are 16-bit (internal.h) */
     __atomic_store_n(&s->fresh_end, s->start, __ATOMIC_RELAXED);
     s->free = NULL;
     _hpm_slab_extend(s);

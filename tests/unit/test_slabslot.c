@@ -103,7 +103,7 @@ static void test_placement(void) {
     hpm_span_t *s2 = _hpm_ph_alloc_span(&ph, 8, SPAN_SLAB, 0);
     CHECK(s2 && s2->fixed && s2 == slot_of(&ph, s2->start) && s2->start % ((uintptr_t)1 << HPM_GRANULE_SHIFT) == 0,
           "a new slab: record %p at %#lx", (void *)s2, s2 ? (unsigned long)s2->start : 0ul);
-    CHECK(s2 && s2->start != start ? true : s2 == s, "the slot of the same granule is the same record");
+    CHECK(s2 && (s2->start != start || s2 == s), "the slot of the same granule is the same record");
 }
 
 /* ---- the free path, in this process's heap ---- */
