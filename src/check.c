@@ -212,6 +212,16 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
     if (s->n_pages == 0 || (s->start & (HPM_PAGE_BYTES - 1))) return bad(why, "span %p of %u pages", (void *)s->start, s->n_pages);
     if (s == &_hpm_empty_span) return bad(why, "the empty sentinel span is in use");
     if (!check_span_map(s, why)) return false;
+    /* free's guess (hpm_slab_guess): a granule slot with an owner is the
+     * record of the live slab that starts there; inside s, only s's own */
+    uintptr_t end = s->start + ((uintptr_t)s->n_pages << HPM_PAGE_SHIFT), granule = (uintptr_t)1 << HPM_GRANULE_SHIFT;
+    for (uintptr_t a = (s->start + granule - 1) & ~(granule - 1); a < end; a += granule) {
+        hpm_span_t *slot = hpm_slab_guess((const void *)a);
+        if (slot && slot != s && atomic_load_explicit(&slot->owner, memory_order_relaxed) != NULL)
+            return bad(why, "span %p: the slot of its granule at %#lx has an owner", (void *)s->start, (unsigned long)a);
+    }
+    if (s->fixed && hpm_slab_guess((const void *)s->start) != s && hpm_slab_guess((const void *)s->start) != NULL)
+        return bad(why, "slab %p: its record is not its granule's slot", (void *)s->start);
     if (s->kind != SPAN_SLAB) {   /* free's owner compare takes any span with an owner for a slab */
         if (atomic_load_explicit(&((hpm_span_t *)s)->owner, memory_order_relaxed) != NULL)
             return bad(why, "span %p of kind %u has an owner", (void *)s->start, s->kind);

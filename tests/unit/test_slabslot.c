@@ -152,6 +152,23 @@ static void test_free_path(void) {
         *second = NULL;
         CHECK(s->list == LIST_CURRENT || s->used == used - 1, "the free of a second-granule block was not counted: %u -> %u", used, s->used);
     }
+    /* the debug tier's check of the slots: an owner in a slot inside a
+     * medium span is a corruption it reports */
+    char why[256] = "";
+    void *med = malloc(200000);
+    hpm_span_t *ms = hpm_span_of(med);
+    CHECK(ms && ms->kind == SPAN_MEDIUM && _hpm_check_span(ms, why), "medium span: %s", why);
+    hpm_span_t *inside = hpm_slab_guess((char *)med + 100000);
+    if (ms && inside && inside != ms) {
+        hpm_heap_t *was = atomic_load(&inside->owner);
+        atomic_store(&inside->owner, hpm_my_heap());
+        CHECK(!_hpm_check_span(ms, why) && strstr(why, "has an owner"), "an owned slot inside a medium span passed: '%s'", why);
+        atomic_store(&inside->owner, was);
+    }
+    free(med);
+    hpm_span_t *any = hpm_span_of(blocks[N / 2]);
+    CHECK(any && any->fixed && _hpm_check_span(any, why), "a live slab with its slot: %s", why);
+
     size_t bad = 0;
     for (size_t i = 0; i < N; i++) {
         if (!blocks[i]) continue;
