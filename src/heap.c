@@ -10,13 +10,16 @@
  * and the owner frees them locally on its slow paths, so a full slab
  * becomes available again without any handshake.
  * At thread exit the heap's empty slabs go back to the pageheap at once and
- * the others are abandoned to a per-class list; a thread that needs a slab
- * of that class, or frees a block into one, takes it over (adopts it). A
+ * the others are abandoned to per-class lists (those with free blocks, and
+ * the full ones); a thread that needs a slab of that class takes over
+ * (adopts) one with a free block, and a thread that frees a block into an
+ * abandoned slab adopts it. A full abandoned slab is left to the frees:
+ * the thread that frees its blocks is the one to own it. A
  * free into an abandoned slab that cannot be adopted (an exiting or
  * coloured heap) goes into the slab under the list's lock, and the slab
  * returns to the pageheap when that empties it.
  *
- * Invariant: a slab is on exactly one of: a heap's current/avail/full, the
+ * Invariant: a slab is on exactly one of: a heap's current/avail/full, an
  * abandoned list of its class (owner NULL, under abandoned_lock[class]),
  * or none while it is moved. Only the owner, or the holder of the class's
  * abandoned lock for an abandoned slab, touches s->free and s->used. */
@@ -31,7 +34,8 @@ __thread hpm_heap_t *_hpm_tls_heap = (hpm_heap_t *)&_hpm_no_heap;
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static hpm_heap_t *heaps_all, *heaps_free;
 static pthread_mutex_t abandoned_lock[HPM_CLASSES] = {[0 ... HPM_CLASSES - 1] = PTHREAD_MUTEX_INITIALIZER};
-static hpm_span_t *abandoned[HPM_CLASSES];
+static hpm_span_t *abandoned[HPM_CLASSES];        /* LIST_ABANDONED: slabs that had free blocks, or may have */
+static hpm_span_t *abandoned_full[HPM_CLASSES];   /* LIST_ABANDONED_FULL: found full; only frees reach them */
 static pthread_key_t heap_key;
 static bool heap_key_ok;
 
@@ -183,8 +187,16 @@ static bool may_adopt(const hpm_heap_t *h, unsigned cls) {
     return h->active && !(h->colour_mask && _hpm_classes[cls].block_bytes <= HPM_COLOUR_MAX_BLOCK);
 }
 
-/* Take over up to a few abandoned slabs of class cls; returns one with a
- * free block (as current) or NULL. */
+static hpm_span_t **abandoned_head(const hpm_span_t *s) {
+    return s->list == LIST_ABANDONED_FULL ? &abandoned_full[s->class_idx] : &abandoned[s->class_idx];
+}
+
+/* Take over an abandoned slab of class cls with a free block (returned,
+ * to become current) or NULL. The full ones it meets on the way (up to 8)
+ * move to the full list: their blocks belong to whoever frees them, and
+ * adopting them would make every one of those frees a remote free (larson:
+ * a new thread took over full slabs of the other lane's previous thread).
+ */
 static hpm_span_t *heap_adopt(hpm_heap_t *h, unsigned cls) {
     if (!__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED) || !may_adopt(h, cls)) return NULL;
     hpm_span_t *got = NULL;
@@ -192,9 +204,9 @@ static hpm_span_t *heap_adopt(hpm_heap_t *h, unsigned cls) {
     for (int tries = 0; tries < 8 && !got; tries++) {
         hpm_span_t *s = slist_pop(&abandoned[cls]);
         if (!s) break;
+        if (!slab_gather(s)) { slist_push(&abandoned_full[cls], s, LIST_ABANDONED_FULL); continue; }
         atomic_store_explicit(&s->owner, h, memory_order_relaxed);
-        if (slab_gather(s)) got = s;
-        else slist_push(&h->full[cls], s, LIST_FULL);
+        got = s;
     }
     pthread_mutex_unlock(&abandoned_lock[cls]);
     return got;
@@ -207,7 +219,8 @@ static hpm_span_t *heap_adopt(hpm_heap_t *h, unsigned cls) {
 static bool free_abandoned(hpm_heap_t *h, hpm_span_t *s, void **b) {
     unsigned cls = s->class_idx;
     pthread_mutex_lock(&abandoned_lock[cls]);
-    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL || s->list != LIST_ABANDONED) {
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL ||
+        (s->list != LIST_ABANDONED && s->list != LIST_ABANDONED_FULL)) {
         pthread_mutex_unlock(&abandoned_lock[cls]);
         return false;
     }
@@ -215,7 +228,11 @@ static bool free_abandoned(hpm_heap_t *h, hpm_span_t *s, void **b) {
     s->free = b;
     s->used--;
     bool empty = s->used == 0, adopt = !empty && h && may_adopt(h, cls);   /* decided under the lock */
-    if (empty || adopt) slist_remove(&abandoned[cls], s);
+    if (empty || adopt) slist_remove(abandoned_head(s), s);
+    else if (s->list == LIST_ABANDONED_FULL) {   /* it has a free block now */
+        slist_remove(&abandoned_full[cls], s);
+        slist_push(&abandoned[cls], s, LIST_ABANDONED);
+    }
     if (adopt) atomic_store_explicit(&s->owner, h, memory_order_relaxed);
     pthread_mutex_unlock(&abandoned_lock[cls]);
     if (empty) slab_release(s);   /* no live block left: nobody else can reach it */
@@ -347,23 +364,29 @@ static void heap_abandon(hpm_heap_t *h) {
         hpm_span_t *lists[3] = {h->current[c] == &_hpm_empty_span ? NULL : h->current[c], h->avail[c], h->full[c]};
         h->current[c] = &_hpm_empty_span;
         h->avail[c] = h->avail_tail[c] = h->full[c] = NULL;
-        hpm_span_t *keep = NULL;   /* a chain through next, last found first: the current slab ends on top of the abandoned list */
+        /* chains through next, last found first: the current slab ends on
+         * top of the abandoned list; the full list's slabs go to the full one */
+        hpm_span_t *keep[2] = {NULL, NULL};
         for (int l = 0; l < 3; l++) {
             for (hpm_span_t *s = lists[l], *next; s; s = next) {
                 next = l == 0 ? NULL : s->next;
                 s->next = s->prev = NULL;
                 hpm_slab_set_list(s, LIST_NONE);
                 if (s->used == 0) { batch_add(&b, s); continue; }
-                s->next = keep;
-                keep = s;
+                bool full = l == 2 && !s->held_pages_mask;   /* held pages hold free blocks (slab_gather) */
+                s->next = keep[full];
+                keep[full] = s;
             }
         }
-        if (!keep) continue;
+        if (!keep[0] && !keep[1]) continue;
         pthread_mutex_lock(&abandoned_lock[c]);
-        for (hpm_span_t *s = keep, *next; s; s = next) {
-            next = s->next;
-            atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
-            slist_push(&abandoned[c], s, LIST_ABANDONED);
+        for (int full = 0; full < 2; full++) {
+            for (hpm_span_t *s = keep[full], *next; s; s = next) {
+                next = s->next;
+                atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+                if (full) slist_push(&abandoned_full[c], s, LIST_ABANDONED_FULL);
+                else slist_push(&abandoned[c], s, LIST_ABANDONED);
+            }
         }
         pthread_mutex_unlock(&abandoned_lock[c]);
     }
@@ -384,7 +407,7 @@ static void heap_thread_exit(void *arg) {
 }
 
 void _hpm_heaps_init(void) {
-    for (unsigned c = 0; c < HPM_CLASSES; c++) abandoned[c] = NULL;
+    for (unsigned c = 0; c < HPM_CLASSES; c++) abandoned[c] = abandoned_full[c] = NULL;
     _hpm_lock_rank(&heaps_lock, HPM_LOCK_HEAPS);
     /* one rank for the per-class abandoned locks: fork's prepare handler
      * holds all of them, taken in ascending order */
@@ -472,7 +495,7 @@ void _hpm_heap_release_empty(bool shed) {
 }
 
 /* Shed the free pages of abandoned slabs (for trim; an abandoned slab
- * that empties is released at once). */
+ * that empties is released at once; a full one has no free page). */
 void _hpm_heaps_reclaim_abandoned(bool shed) {
     if (!shed) return;
     for (unsigned c = 0; c < HPM_CLASSES; c++) {

@@ -94,7 +94,7 @@ static inline unsigned hpm_size_class(size_t size) {
 
 /* ---- spans ---- */
 enum { SPAN_NONE = 0, SPAN_SLAB, SPAN_MEDIUM, SPAN_LARGE };
-enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED, LIST_EMPTY };
+enum { LIST_NONE = 0, LIST_CURRENT, LIST_AVAIL, LIST_FULL, LIST_ABANDONED, LIST_EMPTY, LIST_ABANDONED_FULL };
 
 typedef struct hpm_heap_s hpm_heap_t;
 typedef struct hpm_span_s hpm_span_t;
@@ -369,6 +369,7 @@ HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 #define HPM_SLAB_BATCH 8                    /* slabs given back to the pageheap under one lock (heap.c) */
 #define HPM_STALL_SENDS 4                   /* batches in a row that found the owner's inbox not yet taken: the owner is stalled */
 #define HPM_KEEP_PROBE 1024                 /* blocks kept for a stalled owner before a batch is sent to it again */
+#define HPM_ASLEEP_PROBES 16                /* probes (by any senders) that found the owner's inbox untaken since it last took it: it is asleep, nothing more is kept for it */
 typedef struct {
     hpm_heap_t *to;
     void **head, **tail;
@@ -403,7 +404,9 @@ struct hpm_heap_s {
     uint32_t outbox_blocks;             /* blocks waiting in outbox[] */
     hpm_outbox_t outbox[HPM_OUTBOX_SLOTS];  /* remote frees batched per owner (remote.c) */
     _Atomic(void *) inbox __attribute__((aligned(128)));  /* blocks of our slabs freed by other threads (a line pair of its own: the spatial prefetcher) */
-    char inbox_line[128 - sizeof(void *)];
+    _Atomic uint32_t inbox_takes;       /* lists taken from the inbox (written by the owner only, as it takes one) */
+    _Atomic uint64_t dry_probes;        /* inbox_takes << 32 | senders' probes that found the inbox untaken since (remote.c) */
+    char inbox_line[128 - 2 * sizeof(void *) - sizeof(uint64_t)];
 };
 
 /* The calling thread's heap, or &_hpm_no_heap until it has one (and after
@@ -510,6 +513,8 @@ HPM_INTERNAL void _hpm_remote_flush(hpm_heap_t *h);
 HPM_INTERNAL void _hpm_remote_drain(hpm_heap_t *h);
 HPM_INTERNAL void _hpm_remote_close(hpm_heap_t *h);
 HPM_INTERNAL void _hpm_remote_open(hpm_heap_t *h);
+/* Whether senders judge owner `to` asleep (remote.c): its blocks then wait in its inbox, none are kept. */
+HPM_INTERNAL bool _hpm_remote_asleep(const hpm_heap_t *to);
 static inline void hpm_remote_poll(hpm_heap_t *h) {
     if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) _hpm_remote_drain(h);
 }

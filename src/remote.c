@@ -63,6 +63,29 @@ static void flush_slot(hpm_heap_t *h, hpm_outbox_t *o) {
     }
 }
 
+/* An owner that has left its inbox untaken while senders kept
+ * HPM_ASLEEP_PROBES * HPM_KEEP_PROBE of its blocks is asleep (parked in a
+ * join or a wait: larson's main thread, which allocated the first blocks
+ * and then only waits): its blocks then wait in its inbox, as in
+ * mimalloc's or snmalloc's free to a thread that sleeps, rather than
+ * circulate among the threads that keep them (each free of one is a remote
+ * free again, and blocks of two threads then share cache lines). The
+ * count is the owner's, so a thread that comes and goes adds to what its
+ * predecessors counted; it starts again when the owner takes its inbox. */
+bool _hpm_remote_asleep(const hpm_heap_t *to) {
+    uint64_t d = atomic_load_explicit(&to->dry_probes, memory_order_relaxed);
+    uint32_t takes = atomic_load_explicit(&to->inbox_takes, memory_order_relaxed);
+    return (uint32_t)(d >> 32) == takes && (uint32_t)d >= HPM_ASLEEP_PROBES;
+}
+
+static void dry_probe(hpm_heap_t *to) {
+    uint64_t d = atomic_load_explicit(&to->dry_probes, memory_order_relaxed), next;
+    do {
+        uint64_t takes = atomic_load_explicit(&to->inbox_takes, memory_order_relaxed);
+        next = (d >> 32) == takes ? d + 1 : (takes << 32 | 1);
+    } while (!atomic_compare_exchange_weak_explicit(&to->dry_probes, &d, next, memory_order_relaxed, memory_order_relaxed));
+}
+
 /* A block for a stalled owner goes into this heap's hand for its class,
  * if this heap allocates that class (its current slab is in the hand) and may
  * take foreign blocks (not exiting, not coloured): its next malloc of
@@ -72,6 +95,7 @@ static void flush_slot(hpm_heap_t *h, hpm_outbox_t *o) {
  * that finds the owner's inbox taken ends the stall. */
 static bool keep_for_stalled(hpm_heap_t *h, hpm_outbox_t *o, void **b) {
     if (!h->active || h->colour_mask) return false;
+    if (_hpm_remote_asleep(o->to)) return false;
     unsigned cls = hpm_span_of(b)->class_idx;
     if (h->current[cls]->push_to != &h->hand[cls]) return false;   /* no hand now (heap.c) */
     b[0] = h->hand[cls];
@@ -80,6 +104,7 @@ static bool keep_for_stalled(hpm_heap_t *h, hpm_outbox_t *o, void **b) {
         o->kept = 0;
         o->stalled = false;
         o->waiting = HPM_STALL_SENDS - 1;   /* one more waiting send stalls it again */
+        dry_probe(o->to);
     }
     return true;
 }
@@ -139,7 +164,9 @@ static void process(hpm_heap_t *h, void **list) {
 void _hpm_remote_drain(hpm_heap_t *h) {
     if (atomic_load_explicit(&h->inbox, memory_order_relaxed) == INBOX_CLOSED) return;   /* exiting */
     void **list = atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
-    if (list) process(h, list);
+    if (!list) return;
+    atomic_store_explicit(&h->inbox_takes, atomic_load_explicit(&h->inbox_takes, memory_order_relaxed) + 1, memory_order_relaxed);
+    process(h, list);
 }
 
 void _hpm_remote_close(hpm_heap_t *h) {
@@ -151,5 +178,7 @@ void _hpm_remote_close(hpm_heap_t *h) {
 void _hpm_remote_open(hpm_heap_t *h) {   /* the outbox slots start empty, not stalled */
     for (unsigned i = 0; i < HPM_OUTBOX_SLOTS; i++) h->outbox[i] = (hpm_outbox_t){0};
     h->outbox_blocks = 0;
+    /* a new thread on a reused record is awake: what a sender judged of the old one no longer holds */
+    atomic_store_explicit(&h->inbox_takes, atomic_load_explicit(&h->inbox_takes, memory_order_relaxed) + 1, memory_order_relaxed);
     atomic_store_explicit(&h->inbox, NULL, memory_order_release);
 }

@@ -13,7 +13,14 @@
  * by _hpm_check_heap (the hand holds foreign blocks). It frees them and
  * exits: the blocks it still keeps go to the owner, so once the owner
  * takes its inbox (hpm_trim) every one of its slabs is empty and given
- * back: the pages in use are those from before the N mallocs. */
+ * back: the pages in use are those from before the N mallocs.
+ *
+ * Then the owner stays parked while a second thread frees M blocks, more
+ * than the senders may keep for an owner that never takes its inbox
+ * (HPM_ASLEEP_PROBES probes of HPM_KEEP_PROBE kept blocks): the owner is
+ * then judged asleep, the blocks freed after that wait in its inbox (at
+ * most that many plus one probe's worth are kept), and once the owner
+ * takes its inbox it is awake again and every page comes home. */
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -68,6 +75,48 @@ static void *freer(void *arg) {
     return NULL;   /* thread exit: the kept blocks go to the owner */
 }
 
+#define M ((HPM_ASLEEP_PROBES + 4) * HPM_KEEP_PROBE)
+
+static void *freer_asleep(void *arg) {
+    void **many = arg;
+    unsigned cls = hpm_size_class(BLOCK_BYTES);
+    void *mine = malloc(BLOCK_BYTES);
+    CHECK(mine != NULL);
+    hpm_heap_t *h = hpm_my_heap();
+    CHECK(!_hpm_remote_asleep(owner), "the owner is asleep before anything was kept for it");
+    for (size_t i = 0; i < M; i++) free(many[i]);
+    size_t in_hand = 0;
+    for (void **b = h->hand[cls]; b; b = b[0]) in_hand += owned_by(b, owner);
+    CHECK(_hpm_remote_asleep(owner), "the owner left %d blocks untaken and is not judged asleep", M);
+    CHECK(in_hand >= HPM_KEEP_PROBE && in_hand <= (HPM_ASLEEP_PROBES + 1) * HPM_KEEP_PROBE,
+          "%zu of %d blocks kept for an owner that sleeps, want %d..%d", in_hand, M, HPM_KEEP_PROBE,
+          (HPM_ASLEEP_PROBES + 1) * HPM_KEEP_PROBE);
+    CHECK(_hpm_check_heap(h, why), "the heap after the owner fell asleep: %s", why);
+    free(mine);
+    return NULL;
+}
+
+static void asleep_owner(size_t before) {
+    void **many = mmap(NULL, M * sizeof *many, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(many != MAP_FAILED);
+    if (many == MAP_FAILED) return;
+    for (size_t i = 0; i < M; i++) {
+        many[i] = malloc(BLOCK_BYTES);
+        CHECK(many[i] != NULL);
+        if (!many[i]) return;
+    }
+    pthread_t t;
+    int made = pthread_create(&t, NULL, freer_asleep, many);
+    if (made == 0) pthread_join(t, NULL);
+    CHECK(made == 0);
+    hpm_trim();
+    CHECK(!_hpm_remote_asleep(owner), "the owner took its inbox and is still judged asleep");
+    CHECK(_hpm_check_heap(owner, why), "the owner after it woke: %s", why);
+    size_t after = ht_used_pages();
+    CHECK(after == before, "pages in use %zu after the asleep owner's blocks came back, %zu before", after, before);
+    munmap(many, M * sizeof *many);
+}
+
 int main(void) {
     void *volatile first = malloc(16);   /* the allocator is set up */
     free(first);
@@ -93,5 +142,6 @@ int main(void) {
     size_t after = ht_used_pages();
     CHECK(after == before, "pages in use %zu after the blocks came back and the trim, %zu before the mallocs", after, before);
     munmap(blk, N * sizeof *blk);
+    asleep_owner(before);
     return TEST_DONE();
 }
