@@ -193,10 +193,9 @@ static hpm_span_t **abandoned_head(const hpm_span_t *s) {
 
 /* Take over an abandoned slab of class cls with a free block (returned,
  * to become current) or NULL. The full ones it meets on the way (up to 8)
- * move to the full list: their blocks belong to whoever frees them, and
- * adopting them would make every one of those frees a remote free (larson:
- * a new thread took over full slabs of the other lane's previous thread).
- */
+ * move to the full list: they cannot serve this malloc, their blocks belong
+ * to whoever frees them, and adopting them would make each of those frees
+ * a remote free. */
 static hpm_span_t *heap_adopt(hpm_heap_t *h, unsigned cls) {
     if (!__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED) || !may_adopt(h, cls)) return NULL;
     hpm_span_t *got = NULL;

@@ -404,9 +404,9 @@ struct hpm_heap_s {
     uint32_t outbox_blocks;             /* blocks waiting in outbox[] */
     hpm_outbox_t outbox[HPM_OUTBOX_SLOTS];  /* remote frees batched per owner (remote.c) */
     _Atomic(void *) inbox __attribute__((aligned(128)));  /* blocks of our slabs freed by other threads (a line pair of its own: the spatial prefetcher) */
-    _Atomic uint32_t inbox_takes;       /* lists taken from the inbox (written by the owner only, as it takes one) */
     _Atomic uint64_t dry_probes;        /* inbox_takes << 32 | senders' probes that found the inbox untaken since (remote.c) */
-    char inbox_line[128 - 2 * sizeof(void *) - sizeof(uint64_t)];
+    _Atomic uint32_t inbox_takes;       /* lists taken from the inbox (written by the owner only, as it takes one) */
+    char inbox_line[128 - sizeof(void *) - sizeof(uint64_t) - sizeof(uint32_t)];
 };
 
 /* The calling thread's heap, or &_hpm_no_heap until it has one (and after

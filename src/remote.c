@@ -161,11 +161,16 @@ static void process(hpm_heap_t *h, void **list) {
     }
 }
 
+/* Only the owner writes inbox_takes: a load and a store, no atomic add. */
+static void bump_takes(hpm_heap_t *h) {
+    atomic_store_explicit(&h->inbox_takes, atomic_load_explicit(&h->inbox_takes, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
 void _hpm_remote_drain(hpm_heap_t *h) {
     if (atomic_load_explicit(&h->inbox, memory_order_relaxed) == INBOX_CLOSED) return;   /* exiting */
     void **list = atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
     if (!list) return;
-    atomic_store_explicit(&h->inbox_takes, atomic_load_explicit(&h->inbox_takes, memory_order_relaxed) + 1, memory_order_relaxed);
+    bump_takes(h);
     process(h, list);
 }
 
@@ -179,6 +184,6 @@ void _hpm_remote_open(hpm_heap_t *h) {   /* the outbox slots start empty, not st
     for (unsigned i = 0; i < HPM_OUTBOX_SLOTS; i++) h->outbox[i] = (hpm_outbox_t){0};
     h->outbox_blocks = 0;
     /* a new thread on a reused record is awake: what a sender judged of the old one no longer holds */
-    atomic_store_explicit(&h->inbox_takes, atomic_load_explicit(&h->inbox_takes, memory_order_relaxed) + 1, memory_order_relaxed);
+    bump_takes(h);
     atomic_store_explicit(&h->inbox, NULL, memory_order_release);
 }
