@@ -61,7 +61,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
         s = _hpm_ph_alloc_aligned(&_hpm_ph, pages, align_bytes);
     else
         s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    hpm_ph_unlock(&_hpm_ph);
     if (!s) { errno = ENOMEM; return NULL; }
     hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
     if (zero && !s->clean) memset((void *)s->start, 0, size);
@@ -111,7 +111,7 @@ static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, s);
     size_t cached = _hpm_ph.cache_count;
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    hpm_ph_unlock(&_hpm_ph);
     if (cached > _hpm_ph.cache_keep_hp) _hpm_background_kick();
 }
 
@@ -338,7 +338,7 @@ HPM_API int malloc_trim(size_t pad) {
     _hpm_transfer_release(false);
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, sub);
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    hpm_ph_unlock(&_hpm_ph);
     return bytes > 0;
 }
 #endif /* HPM_NO_OVERRIDE */
@@ -350,6 +350,6 @@ HPM_API size_t hpm_trim(void) {
     _hpm_transfer_release(false);
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, true);
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    hpm_ph_unlock(&_hpm_ph);
     return bytes;
 }

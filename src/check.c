@@ -341,7 +341,7 @@ bool _hpm_check_all(char *why) {
     if (atomic_load(&_hpm_ready) != 2) return true;
     pthread_mutex_lock(&_hpm_ph.lock);
     bool ok = _hpm_check_pageheap(&_hpm_ph, why);
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    hpm_ph_unlock(&_hpm_ph);
     if (ok && hpm_my_heap()) ok = _hpm_check_heap(hpm_my_heap(), why);
     return ok;
 }

@@ -99,7 +99,7 @@ static void slabs_release(hpm_span_t *const *v, unsigned n) {
     if (held) __atomic_sub_fetch(&_hpm_slab_held_pages, held, __ATOMIC_RELAXED);
     pthread_mutex_lock(&_hpm_ph.lock);
     for (unsigned i = 0; i < n; i++) _hpm_ph_free_span(&_hpm_ph, v[i]);
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    hpm_ph_unlock(&_hpm_ph);
 }
 
 static void slab_release(hpm_span_t *s) { slabs_release(&s, 1); }
@@ -119,7 +119,7 @@ static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     if (h->slabs_made[cls] < 255) h->slabs_made[cls]++;
     pthread_mutex_lock(&_hpm_ph.lock);
     hpm_span_t *s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_SLAB, colours);
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    hpm_ph_unlock(&_hpm_ph);
     if (!s) return NULL;
     _hpm_slab_format(s, cls);
     atomic_store_explicit(&s->owner, h, memory_order_release);

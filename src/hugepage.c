@@ -107,7 +107,9 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
      * few MiB pays neither 2 MiB faults nor 2 MiB of RSS per hugepage it
      * touches a little (python3 -c pass: issue 11 item 6). Then they are
      * advised and collapsed, and every hugepage after them is huge from
-     * the start. */
+     * the start. The collapse waits until the lock is dropped
+     * (hpm_ph_unlock); a hugepage released in between is at worst faulted
+     * back as zeros, which a released hugepage may hold. */
     if (ph->page_mode == PAGES_THP && !ph->huge_started) {
         if (hp->index < HPM_SMALL_START_HP) return;
         ph->huge_started = true;
@@ -116,10 +118,20 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
             if (first->backing != BACK_THP) continue;
             void *first_addr = (void *)hpm_hp_addr(ph, first);
             ph->os->thp_advise(first_addr, HPM_HP_BYTES, true);
-            if (first->state == HP_ACTIVE) ph->os->collapse(first_addr, HPM_HP_BYTES);
+            if (first->state == HP_ACTIVE) ph->collapse_addr[ph->collapse_n++] = (uintptr_t)first_addr;
         }
     }
     ph->os->thp_advise(addr, HPM_HP_BYTES, ph->page_mode != PAGES_OFF);
+}
+
+/* Outside the lock, another thread may be writing the hugepage; the
+ * kernel then answers EAGAIN (a transient failure), and one retry is
+ * made. A hugepage that still fails stays advised for khugepaged. */
+void _hpm_ph_collapse(hpm_pageheap_t *ph, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        void *addr = (void *)ph->collapse_addr[i];
+        if (ph->os->collapse(addr, HPM_HP_BYTES) == EAGAIN) ph->os->collapse(addr, HPM_HP_BYTES);
+    }
 }
 
 /* Give a hugepage memory (or at least access) according to the page mode. */
@@ -628,6 +640,6 @@ size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max) {
         if (n < max) out[n] = hpm_hp_addr(ph, hp);
         n++;
     }
-    pthread_mutex_unlock(&ph->lock);
+    hpm_ph_unlock(ph);
     return n;
 }

@@ -26,7 +26,7 @@ static void fork_prepare(void) {
 
 static void fork_parent(void) {
     _hpm_meta_fork_parent();
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    hpm_ph_unlock(&_hpm_ph);
     _hpm_heap_fork_parent();
 }
 
@@ -121,7 +121,7 @@ static void *background_main(void *arg) {
         pthread_mutex_lock(&_hpm_ph.lock);
         _hpm_ph.last_release_check_ns = 0;
         _hpm_ph_release_tick(&_hpm_ph, _hpm_os->now_ns());
-        pthread_mutex_unlock(&_hpm_ph.lock);
+        hpm_ph_unlock(&_hpm_ph);
         _hpm_stats_refresh_light();
     }
     return NULL;

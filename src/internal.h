@@ -203,6 +203,8 @@ typedef struct hpm_pageheap_s {
     size_t release_delay_ms, cache_keep_hp;
     bool subrelease;
     bool huge_started;              /* THP mode: hugepage 0 has been advised (see hp_back) */
+    unsigned collapse_n;            /* hugepages in collapse_addr that wait to be collapsed (hpm_ph_unlock) */
+    uintptr_t collapse_addr[HPM_SMALL_START_HP];
     bool medium_caching;            /* medium span caches on: the heap reached HPM_SMALL_HEAP_PAGES or a second thread took a heap (atomic; never cleared) */
     hpm_span_t *span_free;          /* recycled span structs */
     hpm_hp_t *released_head;        /* empty, not backed */
@@ -222,6 +224,21 @@ typedef struct hpm_pageheap_s {
 static inline void hpm_ph_changed(hpm_pageheap_t *ph) { if (ph->on_change) ph->on_change(ph); }
 
 HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
+
+/* Collapse the n hugepages that hp_committed queued (hugepage.c); the
+ * caller has just dropped ph->lock. */
+HPM_INTERNAL void _hpm_ph_collapse(hpm_pageheap_t *ph, unsigned n);
+
+/* Drop ph->lock. A collapse that the holder queued runs after the unlock:
+ * MADV_COLLAPSE takes 8-10 ms for a process's first hugepages here, too
+ * long to hold the pageheap lock. The queue is written once per process
+ * (when huge_started is set), and the thread that empties it owns it. */
+static inline void hpm_ph_unlock(hpm_pageheap_t *ph) {
+    unsigned n = ph->collapse_n;
+    if (__builtin_expect(n != 0, 0)) ph->collapse_n = 0;
+    pthread_mutex_unlock(&ph->lock);
+    if (__builtin_expect(n != 0, 0)) _hpm_ph_collapse(ph, n);
+}
 
 /* The page map, by address (arena.c): _hpm_l1[addr >> 30] is NULL or the
  * map chunk of that GiB, one span pointer per 4 KiB page, written once

@@ -85,7 +85,7 @@ void _hpm_ph_configure(hpm_pageheap_t *ph, size_t release_delay_ms, size_t cache
     __atomic_store_n(&ph->release_delay_ms, release_delay_ms, __ATOMIC_RELAXED);   /* the background thread reads it */
     ph->cache_keep_hp = cache_keep_hp;
     ph->subrelease = subrelease;
-    pthread_mutex_unlock(&ph->lock);
+    hpm_ph_unlock(ph);
 }
 
 void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns) {

@@ -46,7 +46,7 @@ void _hpm_stats_watch(hpm_pageheap_t *ph) {
     pthread_mutex_lock(&ph->lock);
     ph->on_change = stats_on_change;
     stats_pull(ph, false);   /* the heaps are not set up yet */
-    pthread_mutex_unlock(&ph->lock);
+    hpm_ph_unlock(ph);
 }
 
 /* Refresh every counter that is computed rather than kept. */
@@ -54,7 +54,7 @@ void _hpm_stats_refresh(void) {
     hpm_pageheap_t *ph = &_hpm_ph;
     pthread_mutex_lock(&ph->lock);
     stats_pull(ph, true);
-    pthread_mutex_unlock(&ph->lock);
+    hpm_ph_unlock(ph);
 }
 
 void _hpm_stats_refresh_light(void) { if (atomic_load(&_hpm_ready) == 2) _hpm_stats_refresh(); }

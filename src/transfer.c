@@ -52,7 +52,7 @@ static void spans_free(hpm_span_t *const *spans, unsigned n) {
         spans[i]->cached = 0;
         _hpm_ph_free_span(&_hpm_ph, spans[i]);
     }
-    pthread_mutex_unlock(&_hpm_ph.lock);
+    hpm_ph_unlock(&_hpm_ph);
 }
 
 unsigned _hpm_transfer_get(unsigned cls, unsigned want, hpm_span_t **out) {
@@ -76,7 +76,7 @@ unsigned _hpm_transfer_get(unsigned cls, unsigned want, hpm_span_t **out) {
             s->cached = 1;
             out[n] = s;
         }
-        pthread_mutex_unlock(&_hpm_ph.lock);
+        hpm_ph_unlock(&_hpm_ph);
     }
     return n;
 }
