@@ -87,10 +87,12 @@ int _hpm_arena_add(hpm_pageheap_t *ph, size_t need_hp, size_t align_hp) {
         ph->os->unreserve(base, got);
         return ENOMEM;
     }
-    if (_hpm_meta_region_init(&a->rec_region, (got >> HPM_GRANULE_SHIFT) * sizeof(hpm_span_t))) {
+    size_t rec_cover = got < HPM_REC_COVER_BYTES ? got : HPM_REC_COVER_BYTES;
+    if (_hpm_meta_region_init(&a->rec_region, (rec_cover >> HPM_GRANULE_SHIFT) * HPM_SLOT_BYTES)) {
         ph->os->unreserve(base, got);   /* the map's reservation stays: metadata address space is never given back */
         return ENOMEM;
     }
+    a->rec_region.small_pages = true;   /* 4 KiB pages: a slot written backs 4 KiB, given back with its hugepage */
     a->base = (uintptr_t)base;
     a->first_hp = ph->reserved_hp;
     a->n_hp = got >> HPM_HP_SHIFT;
@@ -134,11 +136,21 @@ static void map_window_grow(const hpm_arena_t *a) {
     }
     uintptr_t covered = g << HPM_L1_SHIFT;
     if (covered > end_addr) covered = end_addr;
+    if (covered > a->base + HPM_REC_COVER_BYTES) covered = a->base + HPM_REC_COVER_BYTES;   /* free's guess reads a slot for any address in the window */
     if (covered <= a->base) return;
     __atomic_store_n(&_hpm_map0.base, a->base, __ATOMIC_RELAXED);
     __atomic_store_n(&_hpm_map0.map, (hpm_span_t **)a->map_region.base + ((a->base >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1)), __ATOMIC_RELAXED);
     __atomic_store_n(&_hpm_map0.recs, (hpm_span_t *)a->rec_region.base, __ATOMIC_RELAXED);
     __atomic_store_n(&_hpm_map0.limit_bytes, covered - a->base, __ATOMIC_RELEASE);
+}
+
+void _hpm_arena_release_slots(hpm_pageheap_t *ph, uintptr_t hp_addr) {
+    _Static_assert(HPM_HP_SLOT_BYTES % HPM_PAGE_BYTES == 0, "a hugepage's slots fill whole pages");
+    hpm_arena_t *a = _hpm_arena_of_addr(ph, hp_addr);
+    if (!a) return;
+    size_t from = ((hp_addr - a->base) >> HPM_GRANULE_SHIFT) << HPM_SLOT_SHIFT;
+    if (from + HPM_HP_SLOT_BYTES > a->rec_region.committed) return;
+    (void)ph->os->release((void *)(a->rec_region.base + from), HPM_HP_SLOT_BYTES);
 }
 
 int _hpm_map_cover(hpm_pageheap_t *ph, hpm_arena_t *a, uintptr_t from, uintptr_t to) {
@@ -157,7 +169,8 @@ int _hpm_map_cover(hpm_pageheap_t *ph, hpm_arena_t *a, uintptr_t from, uintptr_t
      * where a record is written) */
     uintptr_t end = (GIB_OF(to - 1) + 1) << HPM_L1_SHIFT, arena_end = a->base + (a->n_hp << HPM_HP_SHIFT);
     if (end > arena_end) end = arena_end;
-    int e = _hpm_meta_region_ensure(&a->rec_region, ((end - a->base) >> HPM_GRANULE_SHIFT) * sizeof(hpm_span_t));
+    if (end > a->base + HPM_REC_COVER_BYTES) end = a->base + HPM_REC_COVER_BYTES;
+    int e = _hpm_meta_region_ensure(&a->rec_region, ((end - a->base) >> HPM_GRANULE_SHIFT) * HPM_SLOT_BYTES);
     if (e) return e;
     if (ph == &_hpm_ph && a == &ph->arenas[0]) map_window_grow(a);
     return 0;

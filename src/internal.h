@@ -134,8 +134,9 @@ struct hpm_span_s {
 _Static_assert(sizeof(hpm_span_t) == 128, "a span record is two cache lines, one 128-byte pair");
 _Static_assert(offsetof(hpm_span_t, cached) < 64, "a local free and a medium span's free touch line 0 only");
 
-/* A growable region of reserved metadata address space (meta.c). */
-typedef struct { uintptr_t base, committed, used, limit; } hpm_meta_region_t;
+/* A growable region of reserved metadata address space (meta.c). Past
+ * its first 4 MiB it is advised for huge pages, unless small_pages. */
+typedef struct { uintptr_t base, committed, used, limit; bool small_pages; } hpm_meta_region_t;
 
 /* ---- the pageheap (hugepage.c, filler.c, release.c) ---- */
 enum { HP_UNUSED = 0, HP_RELEASED, HP_CACHED, HP_ACTIVE };
@@ -306,8 +307,18 @@ HPM_INTERNAL extern hpm_map_window_t _hpm_map0;
 
 /* Slab records at fixed places. A slab of HPM_GRANULE_PAGES pages or more
  * that starts on a granule boundary of its arena (32 KiB) keeps its record
- * in the arena's slot for that granule, rec_region.base + granule * 128,
- * and the page map points there too. free then finds a slab's record from
+ * in the arena's slot for that granule, rec_region.base + granule * 512,
+ * and the page map points there too. A slot is 512 bytes for a 128-byte
+ * record: neighbouring granules hold slabs of other threads (hugepages
+ * are shared, fullest first), and records packed 128 bytes apart traded
+ * lines between the cores although they share no byte. The hardware
+ * prefetchers of this project's Intel guests reach past the 128-byte
+ * pair: in larson with two threads on two cores, free's first load of the
+ * record (its owner) took 46-59% of free's samples with 128-byte slots,
+ * 32-43% with 256, 18% with 512 and none with 1024 or 4096, against none
+ * with both threads on one core (perf, cpu-clock); larson gained 15% with
+ * 512 and 1.5% more with 1024 (11 interleaved pairs each), so 512 it is:
+ * 1.6% of a small-object heap in metadata, where 128 bytes cost 0.4%. free then finds a slab's record from
  * the address alone, one load instead of the map entry and the record
  * after it (glibc-thread spent a dependent L2 hit on the map entry per
  * free). A slot that holds no live slab starting there has owner NULL and
@@ -316,6 +327,18 @@ HPM_INTERNAL extern hpm_map_window_t _hpm_map0;
  * lies in that slab's first granule; anything else looks in the map. */
 #define HPM_GRANULE_SHIFT 15
 #define HPM_GRANULE_PAGES ((unsigned)1 << (HPM_GRANULE_SHIFT - HPM_PAGE_SHIFT))
+#define HPM_SLOT_SHIFT 9                        /* a granule's record slot: 512 bytes, the record and 384 bytes of space */
+#define HPM_SLOT_BYTES ((size_t)1 << HPM_SLOT_SHIFT)
+/* Slots cover the first 64 GiB of an arena (1 GiB of address space for
+ * the slots, what 128-byte slots took for a 256 GiB arena); slabs past it
+ * take pooled records, and free finds them through the page map. */
+#define HPM_REC_COVER_BYTES ((uintptr_t)64 << 30)
+/* The slots of one hugepage: whole pages, given back with it (arena.c). */
+#define HPM_HP_SLOT_BYTES (((size_t)HPM_HP_BYTES >> HPM_GRANULE_SHIFT) << HPM_SLOT_SHIFT)
+/* The record slot of a granule: slot index k of an arena's rec_region. */
+static inline hpm_span_t *hpm_rec_slot(uintptr_t region_base, size_t k) {
+    return (hpm_span_t *)(region_base + (k << HPM_SLOT_SHIFT));
+}
 /* p's offset in _hpm_map0's window; false when p lies outside it. */
 static inline bool hpm_map0_offset(const void *p, uintptr_t *off) {
     uintptr_t limit = __atomic_load_n(&_hpm_map0.limit_bytes, __ATOMIC_ACQUIRE);   /* a plain load on x86 */
@@ -324,7 +347,7 @@ static inline bool hpm_map0_offset(const void *p, uintptr_t *off) {
 }
 static inline hpm_span_t *hpm_slab_guess(const void *p) {
     uintptr_t off;
-    if (likely(hpm_map0_offset(p, &off))) return __atomic_load_n(&_hpm_map0.recs, __ATOMIC_RELAXED) + (off >> HPM_GRANULE_SHIFT);
+    if (likely(hpm_map0_offset(p, &off))) return hpm_rec_slot((uintptr_t)__atomic_load_n(&_hpm_map0.recs, __ATOMIC_RELAXED), off >> HPM_GRANULE_SHIFT);
     return NULL;
 }
 /* Whether s, a guess or a map entry, is the slab holding p. */
@@ -365,6 +388,9 @@ HPM_INTERNAL int _hpm_map_cover(hpm_pageheap_t *ph, hpm_arena_t *a, uintptr_t fr
 static inline hpm_span_t **hpm_hp_map(const hpm_hp_t *hp) {
     return _hpm_l1[hp->addr >> HPM_L1_SHIFT] + ((hp->addr >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1));
 }
+/* Give back the record slots of the hugepage at hp_addr, which holds no
+ * span (its slots read as unused again, zero). The caller holds ph->lock. */
+HPM_INTERNAL void _hpm_arena_release_slots(hpm_pageheap_t *ph, uintptr_t hp_addr);
 /* p lies in the used part of the process's heap (for error messages). */
 HPM_INTERNAL bool _hpm_ph_owns(const void *p);
 

@@ -33,6 +33,7 @@ int _hpm_meta_region_init(hpm_meta_region_t *r, size_t reserve_bytes) {
     r->base = (uintptr_t)p;
     r->committed = r->used = 0;
     r->limit = reserve_bytes;
+    r->small_pages = false;
     return 0;
 }
 
@@ -43,7 +44,7 @@ int _hpm_meta_region_ensure(hpm_meta_region_t *r, size_t bytes_from_base) {
     if (want > r->limit) want = r->limit;
     int e = meta_os->commit((void *)(r->base + r->committed), want - r->committed);
     if (e) return e;
-    if (want > META_THP_FROM_BYTES) {
+    if (want > META_THP_FROM_BYTES && !r->small_pages) {
         size_t from = r->committed > META_THP_FROM_BYTES ? r->committed : META_THP_FROM_BYTES;
         meta_os->thp_advise((void *)(r->base + from), want - from, true);
     }

@@ -20,6 +20,7 @@ static bool release_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     int e = hp->backing == BACK_HUGETLB ? ph->os->unreserve_to_reserved(addr, HPM_HP_BYTES)
                                         : ph->os->release(addr, HPM_HP_BYTES);
     if (e) return false;
+    _hpm_arena_release_slots(ph, (uintptr_t)addr);   /* its slabs' records, unused now */
     if (hp->backing == BACK_HUGETLB) {
         hp->backing = BACK_NONE;
         ph->hugetlb_hp--;

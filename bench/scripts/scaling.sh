@@ -22,6 +22,8 @@
 #                          (default /usr/lib/x86_64-linux-gnu)
 #   HPM_PEERS=DIR          snmalloc, mimalloc v3, TCMalloc (default ../shared/peers)
 #   TIME=PATH              GNU time for max RSS (default /usr/bin/time; absent: no RSS)
+#   EXTRA_ALLOCS="NAME=LIB.so[,VAR=VALUE] ..."  more allocators (another
+#                          build, or the same one with an option: NAME=LIB,HPM_PARK=0)
 #   ALLOCS="glibc ..."     only these allocators
 #   WORKLOADS="larson ..." only these workloads
 #   OUT=DIR                keep the raw results there (default: a temp folder)
@@ -39,27 +41,8 @@ L=${DEB_LIBS:-/usr/lib/x86_64-linux-gnu}
 tm=${TIME:-/usr/bin/time}
 [[ -x $tm ]] || tm=""
 [[ -x $B/larson ]] || { echo "scaling.sh: $B/larson is missing: run make first" >&2; exit 2; }
-peers=${HPM_PEERS:-}
-if [[ -z $peers ]]; then
-  for d in "$root/../shared/peers" "$root/../../shared/peers"; do [[ -d $d ]] && { peers=$(cd "$d" && pwd); break; }; done
-fi
-
-declare -A spec
-order=()
-add() { spec[$1]="$2|${3:-}"; order+=("$1"); }
-add glibc ""
-[[ -r $L/libjemalloc.so.2 ]] && add jemalloc "$(realpath "$L/libjemalloc.so.2")"
-[[ -r $L/libmimalloc.so.2 ]] && add mimalloc "$(realpath "$L/libmimalloc.so.2")"
-if [[ -n $peers ]]; then
-  [[ -r $peers/libsnmalloc.so ]] && add snmalloc "$peers/libsnmalloc.so"
-  [[ -r $peers/libmimalloc-v3.so ]] && add mimalloc-v3 "$peers/libmimalloc-v3.so"
-  [[ -r $peers/libtcmalloc-temeraire.so ]] && add tcmalloc "$peers/libtcmalloc-temeraire.so" GLIBC_TUNABLES=glibc.pthread.rseq=0
-fi
-hpm=${HPM_LIB:-$root/build/libhpmalloc.so}
-[[ -r $hpm ]] && add hpmalloc "$(realpath "$hpm")"
-if [[ -n ${ALLOCS:-} ]]; then
-  keep=(); for a in "${order[@]}"; do [[ " $ALLOCS " == *" $a "* ]] && keep+=("$a"); done; order=("${keep[@]}")
-fi
+source bench/scripts/allocs.bash   # spec[NAME]="LIB|VAR=VALUE" and order
+bench_allocs "$root" "$L"
 base=mimalloc; [[ " ${order[*]} " == *" $base "* ]] || base=${order[0]}
 
 # workload | arguments (T: the thread count) | how to read Mops/s from RESULT

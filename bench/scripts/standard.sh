@@ -36,33 +36,9 @@ B=build/bench
 L=/usr/lib/x86_64-linux-gnu
 [[ -x $B/warm_memory ]] || { echo "standard.sh: $B/warm_memory is missing: run make first" >&2; exit 2; }
 
-peers=${HPM_PEERS:-}
-if [[ -z $peers ]]; then
-  for d in "$root/../shared/peers" "$root/../../shared/peers"; do [[ -d $d ]] && { peers=$(cd "$d" && pwd); break; }; done
-fi
-
-# name -> "LIB|VAR=VALUE" (LIB empty for glibc)
-declare -A spec
-order=()
-add() { spec[$1]="$2|${3:-}"; order+=("$1"); }
-add glibc ""
-[[ -r $L/libjemalloc.so.2 ]] && add jemalloc $L/libjemalloc.so.2
-[[ -r $L/libmimalloc.so.2 ]] && add mimalloc $L/libmimalloc.so.2
-if [[ -n $peers ]]; then
-  [[ -r $peers/libsnmalloc.so ]] && add snmalloc "$peers/libsnmalloc.so"
-  [[ -r $peers/libmimalloc-v3.so ]] && add mimalloc-v3 "$peers/libmimalloc-v3.so"
-  [[ -r $peers/libtcmalloc-temeraire.so ]] && add tcmalloc "$peers/libtcmalloc-temeraire.so" GLIBC_TUNABLES=glibc.pthread.rseq=0
-fi
-hpm=${HPM_LIB:-$root/build/libhpmalloc.so}
-[[ -r $hpm ]] && add hpmalloc "$(realpath "$hpm")"
-[[ -n ${HPM_LIB_B:-} && -r ${HPM_LIB_B:-} ]] && add hpmalloc-b "$(realpath "$HPM_LIB_B")"
-for e in ${EXTRA_ALLOCS:-}; do
-  name=${e%%=*}; rest=${e#*=}; lib=${rest%%,*}; var=""; [[ $rest == *,* ]] && var=${rest#*,}
-  add "$name" "$lib" "$var"
-done
-if [[ -n ${ALLOCS:-} ]]; then
-  keep=(); for a in "${order[@]}"; do [[ " $ALLOCS " == *" $a "* ]] && keep+=("$a"); done; order=("${keep[@]}")
-fi
+# name -> "LIB|VAR=VALUE" (LIB empty for glibc), in order (allocs.bash)
+source bench/scripts/allocs.bash
+bench_allocs "$root" "$L"
 base=mimalloc-v3; [[ -n ${spec[$base]:-} && " ${order[*]} " == *" $base "* ]] || base=mimalloc
 
 # workload | arguments (published) | arguments (quick) | metric (lower is better)

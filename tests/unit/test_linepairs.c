@@ -10,7 +10,10 @@
  * record must start on a 128-byte boundary and be one pair long, every
  * heap (and so its inbox) must start on one, the inbox must open a pair
  * of its own, and _hpm_meta_alloc must keep the rule for any object of
- * 128 bytes or more while small ones stay 64-byte aligned. */
+ * 128 bytes or more while small ones stay 64-byte aligned. A slab record
+ * in its granule's slot starts a slot of HPM_SLOT_BYTES (512) of its own:
+ * the prefetchers reach past the pair, and records of two threads' slabs
+ * in neighbouring granules traded lines 128 or 256 bytes apart. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,15 +57,32 @@ int main(void) {
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     for (int i = 0; i < 2; i++) CHECK(heaps[i] != 0 && heaps[i] % 128 == 0, "heap %d at %#lx", i, (unsigned long)heaps[i]);
 
-    size_t spans = 0, misaligned = 0, missing = 0;
+    size_t spans = 0, misaligned = 0, missing = 0, off_slot = 0;
+    static uintptr_t fixed[2][ROUNDS * PER_ROUND];
+    size_t n_fixed[2] = {0, 0};
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < ROUNDS * PER_ROUND; k++) {
             hpm_span_t *s = blocks[i][k] ? hpm_span_of(blocks[i][k]) : NULL;
             if (!s) { missing++; continue; }
             spans++;
             if ((uintptr_t)s % 128) misaligned++;
+            if (s->fixed) {
+                fixed[i][n_fixed[i]++] = (uintptr_t)s;
+                hpm_arena_t *a = _hpm_arena_of_addr(&_hpm_ph, s->start);
+                if (!a || s != hpm_rec_slot(a->rec_region.base, (s->start - a->base) >> HPM_GRANULE_SHIFT)) off_slot++;
+            }
         }
     CHECK(missing == 0, "%zu blocks have no span", missing);
+    CHECK(n_fixed[0] > 0 && n_fixed[1] > 0 && off_slot == 0, "%zu records in granule slots are not their granule's slot", off_slot);
+    /* the two threads' slab records, in granule slots: none within 512
+     * bytes of another (their slabs sit in neighbouring granules) */
+    uintptr_t closest = UINTPTR_MAX;
+    for (size_t x = 0; x < n_fixed[0]; x++)
+        for (size_t y = 0; y < n_fixed[1]; y++) {
+            uintptr_t d = fixed[0][x] > fixed[1][y] ? fixed[0][x] - fixed[1][y] : fixed[1][y] - fixed[0][x];
+            if (d != 0 && d < closest) closest = d;   /* 0: one slab, adopted by the thread that lived on */
+        }
+    CHECK(closest >= 512, "two threads' slab records %lu bytes apart", (unsigned long)closest);
     CHECK(spans == 2 * ROUNDS * PER_ROUND && misaligned == 0, "%zu of %zu span records off a 128-byte boundary", misaligned, spans);
 
     size_t small_odd = 0, big_odd = 0;

@@ -17,8 +17,14 @@ static void *fake_reserve(size_t size, size_t align) { return _hpm_os_linux.rese
 static int fake_commit(void *a, size_t n) { (void)a; (void)n; if (fail_commit) return 12; commits++; return 0; }
 static int fake_advise(void *a, size_t n, bool on) { (void)a; (void)n; (void)on; advises++; return 0; }
 static int fake_hugetlb(void *a, size_t n, size_t pg) { (void)a; (void)n; (void)pg; return 12; }
+static hpm_pageheap_t *cur_ph;
+static int slot_releases;   /* releases of a hugepage's record slots (metadata, not heap) */
 static int fake_release(void *a, size_t n) {
-    (void)a;
+    const hpm_meta_region_t *r = cur_ph && cur_ph->n_arenas ? &cur_ph->arenas[0].rec_region : NULL;
+    if (r && (uintptr_t)a - r->base < r->limit) {
+        if (n == HPM_HP_SLOT_BYTES) slot_releases++;
+        return 0;
+    }
     releases++;
     released_bytes += n;
     if (n == HPM_HP_BYTES && ((uintptr_t)a & (HPM_HP_BYTES - 1)) == 0) release_whole_hp++;
@@ -30,7 +36,7 @@ static uint64_t fake_now(void) { return fake_now_ns; }
 
 static hpm_os_t fake_os;
 
-static void reset_log(void) { commits = advises = releases = release_whole_hp = collapses = 0; released_bytes = 0; }
+static void reset_log(void) { commits = advises = releases = release_whole_hp = collapses = slot_releases = 0; released_bytes = 0; }
 
 static hpm_pageheap_t *new_ph(void) {
     static hpm_pageheap_t ph;
@@ -44,6 +50,7 @@ static hpm_pageheap_t *new_ph(void) {
     fake_os.collapse = fake_collapse;
     fake_os.now_ns = fake_now;
     CHECK(_hpm_ph_init(&ph, &fake_os, (size_t)4 << 30, PAGES_THP) == 0);
+    cur_ph = &ph;
     ph.release_delay_ms = 1000;
     ph.cache_keep_hp = 1;
     fake_now_ns = 1000000000ull;
@@ -158,6 +165,7 @@ static void test_release_window(void) {
     ph->last_release_check_ns = 0;
     _hpm_ph_release_tick(ph, fake_now_ns);
     CHECK(release_whole_hp == 5 && releases == 5, "whole %d of %d", release_whole_hp, releases);
+    CHECK(slot_releases == 5, "the record slots of %d of 5 released hugepages went with them", slot_releases);
     CHECK(ph->cache_count == 1 && ph->released_count == 5 && ph->released_total == 5);
     /* the kept one is the newest; reuse prefers it over released ones */
     hpm_span_t *t = alloc(ph, 100, SPAN_MEDIUM);
