@@ -308,23 +308,25 @@ HPM_INTERNAL extern hpm_map_window_t _hpm_map0;
 /* Slab records at fixed places. A slab of HPM_GRANULE_PAGES pages or more
  * that starts on a granule boundary of its arena (32 KiB) keeps its record
  * in the arena's slot for that granule, rec_region.base + granule * 512,
- * and the page map points there too. A slot is 512 bytes for a 128-byte
- * record: neighbouring granules hold slabs of other threads (hugepages
- * are shared, fullest first), and records packed 128 bytes apart traded
- * lines between the cores although they share no byte. The hardware
- * prefetchers of this project's Intel guests reach past the 128-byte
- * pair: in larson with two threads on two cores, free's first load of the
- * record (its owner) took 46-59% of free's samples with 128-byte slots,
- * 32-43% with 256, 18% with 512 and none with 1024 or 4096, against none
- * with both threads on one core (perf, cpu-clock); larson gained 15% with
- * 512 and 1.5% more with 1024 (11 interleaved pairs each), so 512 it is:
- * 1.6% of a small-object heap in metadata, where 128 bytes cost 0.4%. free then finds a slab's record from
+ * and the page map points there too. free then finds a slab's record from
  * the address alone, one load instead of the map entry and the record
  * after it (glibc-thread spent a dependent L2 hit on the map entry per
  * free). A slot that holds no live slab starting there has owner NULL and
  * kind SPAN_NONE, so the guess below is only ever a hint: free's fast path
  * takes it when its owner is the calling heap, which proves the address
- * lies in that slab's first granule; anything else looks in the map. */
+ * lies in that slab's first granule; anything else looks in the map.
+ *
+ * A slot is 512 bytes for a 128-byte record. Neighbouring granules hold
+ * slabs of other threads (hugepages are shared, fullest first), and
+ * records packed 128 bytes apart traded lines between the cores although
+ * they share no byte (the likeliest cause: hardware prefetchers of this
+ * project's Intel guests that reach past the 128-byte pair). In larson with two threads on two
+ * cores, free's first load of the record (its owner) took 46-59% of
+ * free's samples with 128-byte slots, 32-43% with 256, 18% with 512 and
+ * none with 1024 or 4096, against none with both threads on one core
+ * (perf, cpu-clock); larson gained 15% with 512 and 1.5% more with 1024
+ * (11 interleaved pairs each), so 512 it is: 1.6% of a small-object heap
+ * in metadata, where 128 bytes cost 0.4%. */
 #define HPM_GRANULE_SHIFT 15
 #define HPM_GRANULE_PAGES ((unsigned)1 << (HPM_GRANULE_SHIFT - HPM_PAGE_SHIFT))
 #define HPM_SLOT_SHIFT 9                        /* a granule's record slot: 512 bytes, the record and 384 bytes of space */
