@@ -529,11 +529,15 @@ void _hpm_heap_fork_parent(void) {
 
 /* A heap whose thread vanished at fork, maybe in the middle of a fast
  * path (every step there leaves the free list a valid list, but `used`
- * may lag one block behind, and an outbox slot's count behind its list):
- * recount what abandoning it relies on. A block caught between the list
- * and the program stays counted as live (a leak of one block, never a
- * block given out twice). */
+ * may lag one block behind, an outbox slot's count behind its list, and
+ * the span cache's byte count behind a stack's count): recount what
+ * abandoning it relies on. A block or span caught between a list and the
+ * program stays counted as live (a leak of one, never one given out
+ * twice). */
 static void heap_repair(hpm_heap_t *h) {
+    size_t cached_bytes = 0;
+    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) cached_bytes += (size_t)h->span_cache_n[c] * hpm_medium_bytes(c);
+    h->span_cache_bytes = cached_bytes;
     h->outbox_blocks = 0;
     for (unsigned i = 0; i < HPM_OUTBOX_SLOTS; i++) {
         hpm_outbox_t *o = &h->outbox[i];

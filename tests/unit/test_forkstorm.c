@@ -90,14 +90,7 @@ static void *meta_hammer(void *arg) {
  * while another thread was being created can hang in the runtime's own
  * pthread_create (docs/tests.md). Under them the child only allocates; the
  * release and debug builds start its thread too. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CHILD_THREAD 0
-#endif
-#endif
-#ifndef CHILD_THREAD
-#define CHILD_THREAD 1
-#endif
+#define CHILD_THREAD TH_CHILD_THREADS
 
 /* Nor hpmalloc's background thread, which the child's free of its 3 MiB
  * block would start again (strace showed forktest's children starting
