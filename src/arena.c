@@ -148,9 +148,9 @@ void _hpm_arena_release_slots(hpm_pageheap_t *ph, uintptr_t hp_addr) {
     _Static_assert(HPM_HP_SLOT_BYTES % HPM_PAGE_BYTES == 0, "a hugepage's slots fill whole pages");
     hpm_arena_t *a = _hpm_arena_of_addr(ph, hp_addr);
     if (!a) return;
-    size_t from = ((hp_addr - a->base) >> HPM_GRANULE_SHIFT) << HPM_SLOT_SHIFT;
-    if (from + HPM_HP_SLOT_BYTES > a->rec_region.committed) return;
-    (void)ph->os->release((void *)(a->rec_region.base + from), HPM_HP_SLOT_BYTES);
+    uintptr_t first = (uintptr_t)hpm_arena_slot(a, hp_addr);
+    if (first + HPM_HP_SLOT_BYTES > a->rec_region.base + a->rec_region.committed) return;
+    (void)ph->os->release((void *)first, HPM_HP_SLOT_BYTES);
 }
 
 int _hpm_map_cover(hpm_pageheap_t *ph, hpm_arena_t *a, uintptr_t from, uintptr_t to) {

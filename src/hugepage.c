@@ -322,7 +322,7 @@ static hpm_span_t *slab_record_new(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned fi
     if (!a || first % HPM_GRANULE_PAGES) return span_new(ph);
     size_t slot = (start - a->base) >> HPM_GRANULE_SHIFT;
     if (_hpm_meta_region_ensure(&a->rec_region, (slot + 1) * HPM_SLOT_BYTES)) return span_new(ph);
-    hpm_span_t *s = hpm_rec_slot(a->rec_region.base, slot);
+    hpm_span_t *s = hpm_arena_slot(a, start);
     hpm_assert_internal(s->kind == SPAN_NONE && atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL);
     memset(s, 0, sizeof *s);
     s->fixed = 1;

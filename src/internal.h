@@ -341,6 +341,10 @@ HPM_INTERNAL extern hpm_map_window_t _hpm_map0;
 static inline hpm_span_t *hpm_rec_slot(uintptr_t region_base, size_t k) {
     return (hpm_span_t *)(region_base + (k << HPM_SLOT_SHIFT));
 }
+/* The slot of the granule holding addr, an address of arena a. */
+static inline hpm_span_t *hpm_arena_slot(const hpm_arena_t *a, uintptr_t addr) {
+    return hpm_rec_slot(a->rec_region.base, (addr - a->base) >> HPM_GRANULE_SHIFT);
+}
 /* p's offset in _hpm_map0's window; false when p lies outside it. */
 static inline bool hpm_map0_offset(const void *p, uintptr_t *off) {
     uintptr_t limit = __atomic_load_n(&_hpm_map0.limit_bytes, __ATOMIC_ACQUIRE);   /* a plain load on x86 */

@@ -23,7 +23,7 @@
 #   HPM_PEERS=DIR          snmalloc, mimalloc v3, TCMalloc (default ../shared/peers)
 #   TIME=PATH              GNU time for max RSS (default /usr/bin/time; absent: no RSS)
 #   EXTRA_ALLOCS="NAME=LIB.so[,VAR=VALUE] ..."  more allocators (another
-#                          build, or the same one with an option: NAME=LIB,HPM_PARK=0)
+#                          build, or the same one with an option: NAME=LIB,HPM_PAGES=off)
 #   ALLOCS="glibc ..."     only these allocators
 #   WORKLOADS="larson ..." only these workloads
 #   OUT=DIR                keep the raw results there (default: a temp folder)

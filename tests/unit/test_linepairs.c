@@ -12,8 +12,9 @@
  * of its own, and _hpm_meta_alloc must keep the rule for any object of
  * 128 bytes or more while small ones stay 64-byte aligned. A slab record
  * in its granule's slot starts a slot of HPM_SLOT_BYTES (512) of its own:
- * the prefetchers reach past the pair, and records of two threads' slabs
- * in neighbouring granules traded lines 128 or 256 bytes apart. */
+ * records of two threads' slabs in neighbouring granules traded lines 128
+ * or 256 bytes apart (internal.h, HPM_SLOT_SHIFT: most likely prefetchers
+ * that reach past the pair). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -69,7 +70,7 @@ int main(void) {
             if (s->fixed) {
                 fixed[i][n_fixed[i]++] = (uintptr_t)s;
                 hpm_arena_t *a = _hpm_arena_of_addr(&_hpm_ph, s->start);
-                if (!a || s != hpm_rec_slot(a->rec_region.base, (s->start - a->base) >> HPM_GRANULE_SHIFT)) off_slot++;
+                if (!a || s != hpm_arena_slot(a, s->start)) off_slot++;
             }
         }
     CHECK(missing == 0, "%zu blocks have no span", missing);

@@ -58,7 +58,7 @@ static hpm_os_t fake_os;
 
 static hpm_span_t *slot_of(hpm_pageheap_t *ph, uintptr_t addr) {
     hpm_arena_t *a = _hpm_arena_of_addr(ph, addr);
-    return a ? hpm_rec_slot(a->rec_region.base, (addr - a->base) >> HPM_GRANULE_SHIFT) : NULL;
+    return a ? hpm_arena_slot(a, addr) : NULL;
 }
 
 static bool on_free_list(hpm_pageheap_t *ph, const hpm_span_t *s) {
