@@ -49,6 +49,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     if (size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
     size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
     hpm_span_t *s = align_bytes <= HPM_PAGE_BYTES ? _hpm_spancache_get(h, pages) : NULL;
+    hpm_collapse_poll();   /* a refill from the pageheap may have queued it */
     if (s) {
         hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
         if (zero && !s->clean) memset((void *)s->start, 0, size);   /* the request, not the class's rounded pages */
@@ -62,6 +63,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     else
         s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
     hpm_ph_unlock(&_hpm_ph);
+    hpm_collapse_poll();
     if (!s) { errno = ENOMEM; return NULL; }
     hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
     if (zero && !s->clean) memset((void *)s->start, 0, size);

@@ -325,7 +325,9 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     h->current[cls] = s;
     hpm_check_internal(_hpm_check_span, s);
     hand_take(h, s);
-    return hand_pop(h, cls);
+    void *p = hand_pop(h, cls);
+    hpm_collapse_poll();   /* slab_new may have queued it; the heap is whole again */
+    return p;
 }
 
 /* A free into an own slab that is not current: a full one becomes

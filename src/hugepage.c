@@ -108,8 +108,10 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
      * touches a little (python3 -c pass: issue 11 item 6). Then they are
      * advised and collapsed, and every hugepage after them is huge from
      * the start. The collapse waits until the lock is dropped
-     * (hpm_ph_unlock); a hugepage released in between is at worst faulted
-     * back as zeros, which a released hugepage may hold. */
+     * (hpm_ph_unlock), and in the process's pageheap for a thread of its
+     * own (hpm_collapse_poll); a hugepage released in between is skipped
+     * or at worst faulted back as zeros, which a released hugepage may
+     * hold. */
     if (ph->page_mode == PAGES_THP && !ph->huge_started) {
         if (hp->index < HPM_SMALL_START_HP) return;
         ph->huge_started = true;
@@ -118,20 +120,61 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
             if (first->backing != BACK_THP) continue;
             void *first_addr = (void *)hpm_hp_addr(ph, first);
             ph->os->thp_advise(first_addr, HPM_HP_BYTES, true);
-            if (first->state == HP_ACTIVE) ph->collapse_addr[ph->collapse_n++] = (uintptr_t)first_addr;
+            if (first->state != HP_ACTIVE) continue;
+            ph->collapse_addr[ph->collapse_n] = (uintptr_t)first_addr;
+            __atomic_store_n(&ph->collapse_n, ph->collapse_n + 1, __ATOMIC_RELAXED);   /* hpm_collapse_poll reads it unlocked */
         }
     }
     ph->os->thp_advise(addr, HPM_HP_BYTES, ph->page_mode != PAGES_OFF);
 }
 
+/* Whether the hugepage at addr is still in use (one queued for the
+ * collapse may have been emptied and released since). */
+static bool hp_in_use(hpm_pageheap_t *ph, uintptr_t addr) {
+    pthread_mutex_lock(&ph->lock);
+    bool active = hp_of_addr(ph, addr)->state == HP_ACTIVE;
+    pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: this runs inside a collapse */
+    return active;
+}
+
 /* Outside the lock, another thread may be writing the hugepage; the
- * kernel then answers EAGAIN (a transient failure), and one retry is
- * made. A hugepage that still fails stays advised for khugepaged. */
-void _hpm_ph_collapse(hpm_pageheap_t *ph, unsigned n) {
+ * kernel then answers EAGAIN (a transient failure). An impatient caller
+ * (a malloc's own thread) tries once more at once. A patient one (the
+ * collapse thread, init.c) waits 1, 2, 4 ... 256 ms between its 10 tries,
+ * while the program writes the memory it just got, and skips a hugepage
+ * released meanwhile (collapsing it would back 2 MiB of zeros). A
+ * hugepage that still fails stays advised for khugepaged. */
+void _hpm_ph_collapse(hpm_pageheap_t *ph, unsigned n, bool patient) {
     for (unsigned i = 0; i < n; i++) {
-        void *addr = (void *)ph->collapse_addr[i];
-        if (ph->os->collapse(addr, HPM_HP_BYTES) == EAGAIN) ph->os->collapse(addr, HPM_HP_BYTES);
+        uintptr_t addr = ph->collapse_addr[i];
+        uint64_t wait_ns = 1000000;
+        for (unsigned tries = 1;; tries++) {
+            if (patient && !hp_in_use(ph, addr)) break;
+            if (ph->os->collapse((void *)addr, HPM_HP_BYTES) != EAGAIN || tries == (patient ? 10u : 2u)) break;
+            if (patient) ph->os->sleep_ns(wait_ns);
+            wait_ns *= 2;
+        }
     }
+}
+
+static void *collapse_main(void *arg) {
+    hpm_pageheap_t *ph = arg;
+    _hpm_ph_collapse(ph, ph->collapse_taken, true);
+    return NULL;
+}
+
+/* The queue is written once per process, under the lock, and taken here
+ * once: whoever empties it owns the addresses (the thread it starts reads
+ * them after pthread_create, which orders the reads after the writes).
+ * When no thread can be started, the caller collapses them itself. */
+void _hpm_ph_collapse_start(hpm_pageheap_t *ph) {
+    pthread_mutex_lock(&ph->lock);
+    unsigned n = __atomic_load_n(&ph->collapse_n, __ATOMIC_RELAXED);
+    __atomic_store_n(&ph->collapse_n, 0, __ATOMIC_RELAXED);
+    ph->collapse_taken = n;
+    pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: the queue is ours now */
+    if (n == 0) return;   /* another thread took it */
+    if (ph->os->thread_start(collapse_main, ph) != 0) _hpm_ph_collapse(ph, n, false);
 }
 
 /* Give a hugepage memory (or at least access) according to the page mode. */

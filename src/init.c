@@ -78,6 +78,7 @@ static void init_once(void) {
     if (_hpm_ph_init(&_hpm_ph, ph_os, (size_t)_hpm_option(HPM_OPT_ARENA_RESERVE), mode) != 0)
         _hpm_message("hpmalloc: cannot reserve address space for the heap now; requests fail until it can\n");
     hpm_options_apply(&_hpm_ph);
+    _hpm_ph.collapse_later = _hpm_option(HPM_OPT_BACKGROUND) != 0;   /* a thread of its own collapses the first hugepages */
     _hpm_stats_watch(&_hpm_ph);
     _hpm_heaps_init();
     init_stats();

@@ -204,7 +204,9 @@ typedef struct hpm_pageheap_s {
     size_t release_delay_ms, cache_keep_hp;
     bool subrelease;
     bool huge_started;              /* THP mode: hugepage 0 has been advised (see hp_back) */
-    unsigned collapse_n;            /* hugepages in collapse_addr that wait to be collapsed (hpm_ph_unlock) */
+    unsigned collapse_n;            /* hugepages in collapse_addr that wait to be collapsed (hpm_ph_unlock; atomic) */
+    bool collapse_later;            /* leave them to hpm_collapse_poll (the process's pageheap, unless HPM_BACKGROUND=0), not to the unlock */
+    unsigned collapse_taken;        /* how many the collapse thread collapses (_hpm_ph_collapse_start) */
     uintptr_t collapse_addr[HPM_SMALL_START_HP];
     bool medium_caching;            /* medium span caches on: the heap reached HPM_SMALL_HEAP_PAGES or a second thread took a heap (atomic; never cleared) */
     hpm_span_t *span_free;          /* recycled span structs */
@@ -227,18 +229,33 @@ static inline void hpm_ph_changed(hpm_pageheap_t *ph) { if (ph->on_change) ph->o
 HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
 
 /* Collapse the n hugepages that hp_committed queued (hugepage.c); the
- * caller has just dropped ph->lock. */
-HPM_INTERNAL void _hpm_ph_collapse(hpm_pageheap_t *ph, unsigned n);
+ * caller holds no lock. patient: retry EAGAIN for up to half a second. */
+HPM_INTERNAL void _hpm_ph_collapse(hpm_pageheap_t *ph, unsigned n, bool patient);
 
 /* Drop ph->lock. A collapse that the holder queued runs after the unlock:
- * MADV_COLLAPSE takes 8-10 ms for a process's first hugepages here, too
- * long to hold the pageheap lock. The queue is written once per process
- * (when huge_started is set), and the thread that empties it owns it. */
+ * MADV_COLLAPSE takes 0.5-10 ms per hugepage here, too long to hold the
+ * pageheap lock. The queue is written once per process (when
+ * huge_started is set), and the thread that empties it owns it. The
+ * process's own pageheap sets collapse_later: the queue then waits for
+ * hpm_collapse_poll, which hands it to a thread of its own. */
 static inline void hpm_ph_unlock(hpm_pageheap_t *ph) {
-    unsigned n = ph->collapse_n;
-    if (__builtin_expect(n != 0, 0)) ph->collapse_n = 0;
+    unsigned n = __atomic_load_n(&ph->collapse_n, __ATOMIC_RELAXED);
+    if (__builtin_expect(n != 0, 0)) {
+        if (ph->collapse_later) n = 0;
+        else __atomic_store_n(&ph->collapse_n, 0, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&ph->lock);
-    if (__builtin_expect(n != 0, 0)) _hpm_ph_collapse(ph, n);
+    if (__builtin_expect(n != 0, 0)) _hpm_ph_collapse(ph, n, false);
+}
+
+/* The first hugepages' collapse, queued by a commit under the lock, runs
+ * in a thread of its own (hugepage.c): a malloc that outgrew them does not
+ * wait 2 to 40 ms for it. Called where no allocator state is half changed
+ * and no lock is held (the ends of the allocation slow paths), since
+ * starting a thread allocates. */
+HPM_INTERNAL void _hpm_ph_collapse_start(hpm_pageheap_t *ph);
+static inline void hpm_collapse_poll(void) {
+    if (__builtin_expect(__atomic_load_n(&_hpm_ph.collapse_n, __ATOMIC_RELAXED) != 0, 0)) _hpm_ph_collapse_start(&_hpm_ph);
 }
 
 /* The page map, by address (arena.c): _hpm_l1[addr >> 30] is NULL or the
