@@ -31,12 +31,32 @@ static int fake_release(void *a, size_t n) {
     return 0;
 }
 static int fake_unreserve(void *a, size_t n) { (void)a; (void)n; return 0; }
-static int fake_collapse(void *a, size_t n) { (void)a; (void)n; collapses++; return 0; }
+static int eagain_left, thread_starts, fail_thread_start, sleeps;
+static uint64_t slept_ns;
+static int fake_collapse(void *a, size_t n) {
+    (void)a; (void)n;
+    collapses++;
+    if (eagain_left > 0) { eagain_left--; return EAGAIN; }   /* another thread was writing the hugepage */
+    return 0;
+}
+/* The collapse thread runs at once, in the caller (or cannot be started). */
+static int fake_thread_start(void *(*fn)(void *), void *arg) {
+    thread_starts++;
+    if (fail_thread_start) return EAGAIN;
+    fn(arg);
+    return 0;
+}
+static void fake_sleep(uint64_t ns) { sleeps++; slept_ns += ns; }
 static uint64_t fake_now(void) { return fake_now_ns; }
 
 static hpm_os_t fake_os;
 
-static void reset_log(void) { commits = advises = releases = release_whole_hp = collapses = slot_releases = 0; released_bytes = 0; }
+static void reset_log(void) {
+    commits = advises = releases = release_whole_hp = collapses = slot_releases = 0;
+    eagain_left = thread_starts = fail_thread_start = sleeps = 0;
+    released_bytes = 0;
+    slept_ns = 0;
+}
 
 static hpm_pageheap_t *new_ph(void) {
     static hpm_pageheap_t ph;
@@ -48,6 +68,8 @@ static hpm_pageheap_t *new_ph(void) {
     fake_os.release = fake_release;
     fake_os.unreserve_to_reserved = fake_unreserve;
     fake_os.collapse = fake_collapse;
+    fake_os.thread_start = fake_thread_start;
+    fake_os.sleep_ns = fake_sleep;
     fake_os.now_ns = fake_now;
     CHECK(_hpm_ph_init(&ph, &fake_os, (size_t)4 << 30, PAGES_THP) == 0);
     cur_ph = &ph;
@@ -115,6 +137,49 @@ static void test_small_start(void) {
     CHECK(collapses == HPM_SMALL_START_HP && ph->collapse_n == 0, "collapsed after the unlock: %d", collapses);
     hpm_span_t *c = alloc(ph, 500, SPAN_SLAB);
     CHECK(c && advises == HPM_SMALL_START_HP + 2 && collapses == HPM_SMALL_START_HP, "later hugepages advised once each");
+}
+
+/* The process's pageheap (collapse_later) leaves the queue to
+ * _hpm_ph_collapse_start, which hands it to a thread of its own: that
+ * thread skips a hugepage emptied meanwhile and waits 1, 2, 4 ms between
+ * tries that answer EAGAIN; a second start finds nothing; a thread that
+ * cannot be started leaves the collapse to the caller, which tries twice. */
+static hpm_span_t *small_start_filled(hpm_pageheap_t *ph, hpm_span_t **first) {
+    ph->collapse_later = true;
+    for (unsigned i = 0; i < HPM_SMALL_START_HP; i++) {
+        hpm_span_t *s = alloc(ph, 500, SPAN_SLAB);
+        if (!s || hp_index(ph, s) != i) return NULL;
+        first[i] = s;
+    }
+    return alloc(ph, 500, SPAN_SLAB);   /* the fifth queues the first four */
+}
+
+static void test_collapse_later(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *first[HPM_SMALL_START_HP];
+    hpm_span_t *b = small_start_filled(ph, first);
+    CHECK(b && ph->collapse_n == HPM_SMALL_START_HP, "queued %u", ph->collapse_n);
+    pthread_mutex_lock(&ph->lock);
+    hpm_ph_unlock(ph);
+    CHECK(collapses == 0 && ph->collapse_n == HPM_SMALL_START_HP, "the unlock left the queue: %d collapses", collapses);
+    _hpm_ph_free_span(ph, first[2]);   /* hugepage 2 empties before the thread gets to it */
+    CHECK(ph->hps[2].state != HP_ACTIVE);
+    eagain_left = 3;                    /* hugepage 0 answers EAGAIN three times */
+    _hpm_ph_collapse_start(ph);
+    CHECK(thread_starts == 1 && ph->collapse_n == 0, "one thread, queue taken: %d, %u", thread_starts, ph->collapse_n);
+    CHECK(collapses == 3 + 3, "hugepages 0 (3 EAGAIN), 1 and 3, not 2: %d calls", collapses);
+    CHECK(sleeps == 3 && slept_ns == 7000000ull, "waits of 1, 2 and 4 ms: %d, %llu ns", sleeps, (unsigned long long)slept_ns);
+    _hpm_ph_collapse_start(ph);
+    CHECK(thread_starts == 1 && collapses == 6, "a second start finds the queue empty");
+
+    ph = new_ph();
+    b = small_start_filled(ph, first);
+    CHECK(b && ph->collapse_n == HPM_SMALL_START_HP);
+    fail_thread_start = 1;
+    eagain_left = 4;                    /* the caller tries each hugepage twice and does not wait */
+    _hpm_ph_collapse_start(ph);
+    CHECK(thread_starts == 1 && ph->collapse_n == 0 && sleeps == 0, "starts %d, sleeps %d", thread_starts, sleeps);
+    CHECK(collapses == 2 + 2 + 1 + 1, "two tries for hugepages 0 and 1, one for 2 and 3: %d", collapses);
 }
 
 /* Hybrids are counted, and new mixed use goes to a hybrid before a clean
@@ -370,6 +435,7 @@ int main(void) {
     test_block_start_magic();
     test_fill_before_break();
     test_small_start();
+    test_collapse_later();
     test_hybrid();
     test_release_window();
     test_subrelease_order();
