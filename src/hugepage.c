@@ -17,7 +17,9 @@
  * one filler set; a CACHED one is on the cache list, a RELEASED one on the
  * released list; the page map (hpm_hp_map, _hpm_l1) gives the span owning
  * each page or NULL; hugepage i lies in the arena that holds index i, at
- * hp->addr. Every function here runs with ph->lock held, except init. */
+ * hp->addr. Every function here runs with ph->lock held, except init and
+ * the collapse of the first hugepages (THP mode: they start on 4 KiB pages,
+ * hp_committed), which a thread of its own makes without the lock. */
 #include <errno.h>
 #include <string.h>
 #include "internal.h"
@@ -140,7 +142,7 @@ static bool hp_in_use(hpm_pageheap_t *ph, uintptr_t addr) {
 /* Outside the lock, another thread may be writing the hugepage; the
  * kernel then answers EAGAIN (a transient failure). An impatient caller
  * (a malloc's own thread) tries once more at once. A patient one (the
- * collapse thread, init.c) waits 1, 2, 4 ... 256 ms between its 10 tries,
+ * collapse thread, below) waits 1, 2, 4 ... 256 ms between its 10 tries,
  * while the program writes the memory it just got, and skips a hugepage
  * released meanwhile (collapsing it would back 2 MiB of zeros). A
  * hugepage that still fails stays advised for khugepaged. */
