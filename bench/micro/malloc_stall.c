@@ -26,20 +26,23 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 static void usage(void) {
-    printf("usage: malloc_stall [--size B] [--count N]\n"
+    printf("usage: malloc_stall [--size B] [--count N] [--seed S]\n"
            "  times each of N mallocs of B bytes (each block written whole) and prints the worst.\n"
-           "  Defaults: --size 8192 --count 4096 (32 MiB)\n"
+           "  Defaults: --size 8192 --count 4096 (32 MiB); --seed is accepted and changes nothing\n"
+           "    (the work has no randomness)\n"
            "  Prints: RESULT bench=malloc_stall ... worst_ms=X ... check=ok\n");
 }
 
 int main(int argc, char **argv) {
     uint64_t size = 8192, count = 4096;
-    static const struct option opts[] = {{"size", 1, 0, 'b'}, {"count", 1, 0, 'n'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"size", 1, 0, 'b'}, {"count", 1, 0, 'n'}, {"seed", 1, 0, 's'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'b': size = bench_arg_size(prog, "--size", optarg, 1, 1ull << 30); break;
         case 'n': count = bench_arg_size(prog, "--count", optarg, 1, 1ull << 24); break;
+        case 's': (void)bench_arg_size(prog, "--seed", optarg, 0, UINT64_MAX); break;   /* the protocol's option */
         case 'h': usage(); return 0;
         default: bench_usage_error(prog, "unknown option");
         }

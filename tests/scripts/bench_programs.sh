@@ -7,9 +7,10 @@
 # deliberately broken allocator (an LD_PRELOAD shim that hands out the same
 # block twice) and must fail with exit 3 and "CHECK FAILED", never report a
 # time. The standard workloads (larson, xmalloc, rptest, mstress, alloc_test,
-# cache_thrash, cache_scratch, glibc_bench) also run under hpmalloc
+# cache_thrash, cache_scratch, glibc_bench) and malloc_stall also run under hpmalloc
 # (build/libhpmalloc.so) and must pass their self-checks there, and
-# `hpm bench --alloc NAME=LIB.so[,VAR=VALUE]` must run a library given so.
+# `hpm bench --alloc NAME=LIB.so[,VAR=VALUE]` must run a library given so;
+# bench/scripts/pairs.sh prints its pairs and their median ratio.
 # Ends with "N passed, N failed". Takes about half a minute.
 set -u
 cd "$(dirname "$0")/../.."
@@ -32,6 +33,7 @@ declare -A tiny=(
   [cache_thrash]="--threads 2 --iterations 10 --repetitions 1000"
   [glibc_bench]="--threads 2 --blocks 64 --seconds 0.1"
   [aging]="--peak 4M --rounds 2 --sleep-ms 100"
+  [malloc_stall]="--count 64"
 )
 
 # A RESULT line is "RESULT bench=NAME key=value ..." with sane keys.
@@ -128,7 +130,7 @@ check "[[ \$? -eq 2 ]]" "larson --seconds 0 must exit 2"
 # Under hpmalloc: every standard workload passes its own self-check.
 hpm_lib=build/libhpmalloc.so
 if [[ -r $hpm_lib ]]; then
-  for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench; do
+  for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench malloc_stall; do
     LD_PRELOAD=$hpm_lib timeout 60 $B/$p ${tiny[$p]} --seed 5 >"$tmp/h" 2>&1
     check "[[ \$? -eq 0 ]] && result_ok '$tmp/h' '$p'" "$p under hpmalloc: $(tail -n 1 "$tmp/h")"
   done
@@ -136,6 +138,21 @@ if [[ -r $hpm_lib ]]; then
   check "[[ \$? -eq 0 ]] && result_ok '$tmp/h' glibc_bench" "glibc_bench large under hpmalloc: $(tail -n 1 "$tmp/h")"
 else
   bad "$hpm_lib is not built"
+fi
+
+# bench/scripts/pairs.sh: interleaved pairs, each pair's ratio, the median.
+if [[ -r $hpm_lib ]]; then
+  HPM_BENCH_WARM_MIB=0 bench/scripts/pairs.sh 3 ns_per_op "" "LD_PRELOAD=$hpm_lib" \
+      $B/alloc_test --threads 1 --iters 20000 --slots 4096 >"$tmp/p.out" 2>"$tmp/p.err"
+  check "[[ \$? -eq 0 && \$(grep -cE '^[1-3] [0-9.]+ [0-9.]+ [0-9]+\\.[0-9]{4}\$' '$tmp/p.out') -eq 3 ]]" \
+        "pairs.sh prints 3 pairs with their ratio: $(cat "$tmp/p.out" "$tmp/p.err" | tail -n 3)"
+  # the median ratio is the middle one of the three printed
+  mid=$(awk '/^[1-3] / { print $4 }' "$tmp/p.out" | sort -g | sed -n 2p)
+  check "grep -q '^median B/A $mid (range ' '$tmp/p.out'" "pairs.sh median: want $mid, got $(tail -n 1 "$tmp/p.out")"
+  HPM_BENCH_WARM_MIB=0 bench/scripts/pairs.sh 1 no_such_metric "" "" $B/alloc_test --iters 1000 --slots 4096 >/dev/null 2>"$tmp/p.err"
+  check "[[ \$? -eq 1 ]] && grep -q 'no no_such_metric=' '$tmp/p.err'" "pairs.sh with a metric the program does not print must fail"
+  bench/scripts/pairs.sh 0 ns_per_op "" "" $B/alloc_test >/dev/null 2>&1
+  check "[[ \$? -eq 2 ]]" "pairs.sh with 0 pairs must exit 2"
 fi
 
 # hpm bench --alloc NAME=LIB.so[,VAR=VALUE]: a library given by path runs
@@ -177,6 +194,10 @@ if build_broken_alloc "$tmp"; then
   # leaves to glibc; mstress and cache_thrash keep the originals' checks,
   # which look at a block's own contents and so cannot see the shim's
   # overlaps.)
+  LD_PRELOAD=$tmp/shim.so timeout 60 $B/malloc_stall --size 1000 --count 200 >"$tmp/s.out" 2>"$tmp/s.err"
+  rc=$?
+  check "[[ $rc -eq 3 ]] && grep -q 'CHECK FAILED' '$tmp/s.err' && ! grep -q '^RESULT' '$tmp/s.out'" \
+        "malloc_stall under a broken allocator: rc=$rc, $(tail -n 1 "$tmp/s.err")"
   LD_PRELOAD=$tmp/shim.so timeout 60 $B/memaccess --order rand --alloc nodes --ws 64K --visits 10K >"$tmp/s.out" 2>"$tmp/s.err"
   rc=$?
   check "[[ $rc -eq 3 ]] && grep -q 'CHECK FAILED' '$tmp/s.err'" "memaccess under a broken allocator: rc=$rc"

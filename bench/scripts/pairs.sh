@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# pairs.sh: two allocators, or two settings of one, compared on one
+# benchmark program in interleaved pairs (A B, A B, ...), each run right
+# after the warm-up (build/bench/warm_memory, docs/bench.md). Prints each
+# pair's values of METRIC (a key of the program's RESULT line) and their
+# ratio B/A, then the median ratio with its range and each side's median.
+# For a time (ns_per_op, wall_ms, ...) a ratio under 1 means B is faster;
+# for a rate (mops) over 1. A run that fails its self-check stops the
+# script (exit 1). This is how docs/allocator.md's "N pairs" figures are
+# made.
+#
+# Usage: bench/scripts/pairs.sh N METRIC "A_ENV" "B_ENV" PROGRAM [ARG...]
+#   A_ENV, B_ENV: environment assignments for each side ("" = glibc), e.g.
+#     bench/scripts/pairs.sh 15 ns_per_op \
+#       "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libmimalloc.so.2" \
+#       "LD_PRELOAD=build/libhpmalloc.so" build/bench/alloc_test --threads 1 --iters 10M
+#     bench/scripts/pairs.sh 11 ns_per_op "LD_PRELOAD=build/libhpmalloc.so" \
+#       "LD_PRELOAD=build/libhpmalloc.so HPM_PAGES=off" build/bench/rptest --threads 2 --runs 10
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+usage() { sed -n '12,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ $# -ge 5 && $1 =~ ^[1-9][0-9]*$ ]] || usage
+n=$1 metric=$2 a_env=$3 b_env=$4
+shift 4
+[[ -x build/bench/warm_memory ]] || make -s build/bench/warm_memory
+one() {  # ENV PROGRAM ARGS...: the metric of one run
+  local env_list=$1 out value
+  shift
+  build/bench/warm_memory
+  out=$(env $env_list "$@" 2>&1) || { echo "run failed ($env_list): $(tail -n 2 <<<"$out")" >&2; exit 1; }
+  grep -q ' check=ok' <<<"$out" || { echo "no check=ok ($env_list): $(tail -n 1 <<<"$out")" >&2; exit 1; }
+  value=$(grep '^RESULT ' <<<"$out" | tail -n 1 | tr ' ' '\n' | sed -n "s/^$metric=//p")
+  [[ $value =~ ^[0-9.]+$ ]] || { echo "no $metric= in: $(grep '^RESULT ' <<<"$out" | tail -n 1)" >&2; exit 1; }
+  echo "$value"
+}
+echo "# $n pairs, A: ${a_env:-glibc}, B: ${b_env:-glibc}; $metric of: $*"
+echo "# pair A B B/A"
+rows=()
+for ((i = 1; i <= n; i++)); do
+  a=$(one "$a_env" "$@")
+  b=$(one "$b_env" "$@")
+  rows+=("$i $a $b $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.4f", (a > 0 ? b / a : 0) }')")
+  echo "${rows[-1]}"
+done
+printf '%s\n' "${rows[@]}" | awk '
+  { r[NR] = $4; a[NR] = $2; b[NR] = $3 }
+  function median(v, k,   i, j, t) {   # sorts v[1..k] in place
+    for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    return v[int((k + 1) / 2)]
+  }
+  END {
+    m = median(r, NR)
+    printf "median B/A %.4f (range %.4f..%.4f); median A %s, median B %s\n", m, r[1], r[NR], median(a, NR), median(b, NR)
+  }'
