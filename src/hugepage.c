@@ -124,8 +124,9 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
             ph->os->thp_advise(first_addr, HPM_HP_BYTES, true);
             if (first->state != HP_ACTIVE) continue;
             ph->collapse_addr[ph->collapse_n] = (uintptr_t)first_addr;
-            __atomic_store_n(&ph->collapse_n, ph->collapse_n + 1, __ATOMIC_RELAXED);   /* hpm_collapse_poll reads it unlocked */
+            ph->collapse_n++;
         }
+        if (ph->collapse_later && ph->collapse_n) atomic_store_explicit(&_hpm_collapse_waiting, 1, memory_order_relaxed);
     }
     ph->os->thp_advise(addr, HPM_HP_BYTES, ph->page_mode != PAGES_OFF);
 }
@@ -169,10 +170,13 @@ static void *collapse_main(void *arg) {
  * once: whoever empties it owns the addresses (the thread it starts reads
  * them after pthread_create, which orders the reads after the writes).
  * When no thread can be started, the caller collapses them itself. */
+_Atomic unsigned char _hpm_collapse_waiting __attribute__((aligned(64)));
+
 void _hpm_ph_collapse_start(hpm_pageheap_t *ph) {
     pthread_mutex_lock(&ph->lock);
-    unsigned n = __atomic_load_n(&ph->collapse_n, __ATOMIC_RELAXED);
-    __atomic_store_n(&ph->collapse_n, 0, __ATOMIC_RELAXED);
+    unsigned n = ph->collapse_n;
+    ph->collapse_n = 0;
+    atomic_store_explicit(&_hpm_collapse_waiting, 0, memory_order_relaxed);
     ph->collapse_taken = n;
     pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: the queue is ours now */
     if (n == 0) return;   /* another thread took it */

@@ -204,7 +204,7 @@ typedef struct hpm_pageheap_s {
     size_t release_delay_ms, cache_keep_hp;
     bool subrelease;
     bool huge_started;              /* THP mode: hugepage 0 has been advised (see hp_back) */
-    unsigned collapse_n;            /* hugepages in collapse_addr that wait to be collapsed (hpm_ph_unlock; atomic) */
+    unsigned collapse_n;            /* hugepages in collapse_addr that wait to be collapsed (hpm_ph_unlock) */
     bool collapse_later;            /* leave them to hpm_collapse_poll (the process's pageheap, unless HPM_BACKGROUND=0), not to the unlock */
     unsigned collapse_taken;        /* how many the collapse thread collapses (_hpm_ph_collapse_start) */
     uintptr_t collapse_addr[HPM_SMALL_START_HP];
@@ -239,10 +239,10 @@ HPM_INTERNAL void _hpm_ph_collapse(hpm_pageheap_t *ph, unsigned n, bool patient)
  * process's own pageheap sets collapse_later: the queue then waits for
  * hpm_collapse_poll, which hands it to a thread of its own. */
 static inline void hpm_ph_unlock(hpm_pageheap_t *ph) {
-    unsigned n = __atomic_load_n(&ph->collapse_n, __ATOMIC_RELAXED);
+    unsigned n = ph->collapse_n;
     if (__builtin_expect(n != 0, 0)) {
         if (ph->collapse_later) n = 0;
-        else __atomic_store_n(&ph->collapse_n, 0, __ATOMIC_RELAXED);
+        else ph->collapse_n = 0;
     }
     pthread_mutex_unlock(&ph->lock);
     if (__builtin_expect(n != 0, 0)) _hpm_ph_collapse(ph, n, false);
@@ -254,8 +254,13 @@ static inline void hpm_ph_unlock(hpm_pageheap_t *ph) {
  * and no lock is held (the ends of the allocation slow paths), since
  * starting a thread allocates. */
 HPM_INTERNAL void _hpm_ph_collapse_start(hpm_pageheap_t *ph);
+/* Set while a collapse_later pageheap's queue waits: a line of its own,
+ * written twice per process, since a medium malloc polls it on its fast
+ * path and the pageheap's own lines change under every lock holder. */
+HPM_INTERNAL extern _Atomic unsigned char _hpm_collapse_waiting;
 static inline void hpm_collapse_poll(void) {
-    if (__builtin_expect(__atomic_load_n(&_hpm_ph.collapse_n, __ATOMIC_RELAXED) != 0, 0)) _hpm_ph_collapse_start(&_hpm_ph);
+    if (__builtin_expect(atomic_load_explicit(&_hpm_collapse_waiting, memory_order_relaxed) != 0, 0))
+        _hpm_ph_collapse_start(&_hpm_ph);
 }
 
 /* The page map, by address (arena.c): _hpm_l1[addr >> 30] is NULL or the

@@ -159,6 +159,7 @@ static void test_collapse_later(void) {
     hpm_span_t *first[HPM_SMALL_START_HP];
     hpm_span_t *b = small_start_filled(ph, first);
     CHECK(b && ph->collapse_n == HPM_SMALL_START_HP, "queued %u", ph->collapse_n);
+    CHECK(atomic_load(&_hpm_collapse_waiting) == 1, "the flag the slow paths poll is set");
     pthread_mutex_lock(&ph->lock);
     hpm_ph_unlock(ph);
     CHECK(collapses == 0 && ph->collapse_n == HPM_SMALL_START_HP, "the unlock left the queue: %d collapses", collapses);
@@ -167,6 +168,7 @@ static void test_collapse_later(void) {
     eagain_left = 3;                    /* hugepage 0 answers EAGAIN three times */
     _hpm_ph_collapse_start(ph);
     CHECK(thread_starts == 1 && ph->collapse_n == 0, "one thread, queue taken: %d, %u", thread_starts, ph->collapse_n);
+    CHECK(atomic_load(&_hpm_collapse_waiting) == 0, "the polled flag is clear once the queue is taken");
     CHECK(collapses == 3 + 3, "hugepages 0 (3 EAGAIN), 1 and 3, not 2: %d calls", collapses);
     CHECK(sleeps == 3 && slept_ns == 7000000ull, "waits of 1, 2 and 4 ms: %d, %llu ns", sleeps, (unsigned long long)slept_ns);
     _hpm_ph_collapse_start(ph);
