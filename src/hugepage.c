@@ -77,6 +77,7 @@ int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, i
     _hpm_ph_lock_init(ph);
     ph->os = os;
     ph->page_mode = page_mode;
+    ph->thp_always = os->thp_mode && os->thp_mode() == HPM_THP_ALWAYS;
     ph->release_delay_ms = 1000;
     ph->cache_keep_hp = 2;
     size_t align = page_mode == PAGES_1G ? HPM_GB_BYTES : HPM_HP_BYTES;
@@ -115,7 +116,12 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
      * or at worst faulted back as zeros, which a released hugepage may
      * hold. */
     if (ph->page_mode == PAGES_THP && !ph->huge_started) {
-        if (hp->index < HPM_SMALL_START_HP) return;
+        /* With THP "always" the kernel would back them huge unasked:
+         * MADV_NOHUGEPAGE, until the advice below replaces it. */
+        if (hp->index < HPM_SMALL_START_HP) {
+            if (ph->thp_always) ph->os->thp_advise(addr, HPM_HP_BYTES, false);
+            return;
+        }
         ph->huge_started = true;
         for (size_t i = 0; i < HPM_SMALL_START_HP && i < ph->top_hp; i++) {
             hpm_hp_t *first = hp_at(ph, i);

@@ -204,6 +204,7 @@ typedef struct hpm_pageheap_s {
     size_t release_delay_ms, cache_keep_hp;
     bool subrelease;
     bool huge_started;              /* THP mode: hugepage 0 has been advised (see hp_back) */
+    bool thp_always;                /* the system's THP mode is "always": the small start must refuse huge pages itself */
     unsigned collapse_n;            /* hugepages in collapse_addr that wait to be collapsed (hpm_ph_unlock) */
     bool collapse_later;            /* leave them to hpm_collapse_poll (the process's pageheap, unless HPM_BACKGROUND=0), not to the unlock */
     unsigned collapse_taken;        /* how many the collapse thread collapses (_hpm_ph_collapse_start) */

@@ -1,7 +1,9 @@
 /* meta.c: out-of-band metadata memory. Metadata (hugepage descriptors, the
  * page map, span structs, heaps) never lives in the arena, so user
  * hugepages hold only user data. Each metadata region is a reserved range
- * committed on demand; regions past their first 4 MiB ask for THP.
+ * committed on demand; regions past their first 4 MiB ask for THP (and
+ * under THP "always" the first 4 MiB, and regions kept on 4 KiB pages,
+ * refuse it).
  * _hpm_meta_alloc is a bump allocator for small never-freed objects, over
  * a chain of regions: the first takes 64 MiB of address space (less under
  * RLIMIT_AS: a sixteenth of the room), and a new one is reserved when it
@@ -23,6 +25,7 @@
 #define META_MISC_MIN_BYTES ((size_t)1 << 20)
 
 static const hpm_os_t *meta_os;
+static bool meta_thp_always;   /* the system's THP mode is "always": small parts refuse huge pages themselves */
 static hpm_meta_region_t meta_misc;
 static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t meta_committed_total;
@@ -44,6 +47,10 @@ int _hpm_meta_region_ensure(hpm_meta_region_t *r, size_t bytes_from_base) {
     if (want > r->limit) want = r->limit;
     int e = meta_os->commit((void *)(r->base + r->committed), want - r->committed);
     if (e) return e;
+    if (meta_thp_always) {   /* what stays on 4 KiB pages must say so, or the kernel backs it huge */
+        size_t small_end = r->small_pages ? want : want < META_THP_FROM_BYTES ? want : META_THP_FROM_BYTES;
+        if (small_end > r->committed) meta_os->thp_advise((void *)(r->base + r->committed), small_end - r->committed, false);
+    }
     if (want > META_THP_FROM_BYTES && !r->small_pages) {
         size_t from = r->committed > META_THP_FROM_BYTES ? r->committed : META_THP_FROM_BYTES;
         meta_os->thp_advise((void *)(r->base + from), want - from, true);
@@ -71,6 +78,7 @@ static int misc_region_new(size_t min_bytes) {
 
 int _hpm_meta_init(const hpm_os_t *os) {
     meta_os = os;
+    meta_thp_always = os->thp_mode && os->thp_mode() == HPM_THP_ALWAYS;
     _hpm_lock_rank(&meta_lock, HPM_LOCK_META);
     return misc_region_new(META_MISC_MIN_BYTES);   /* on failure, the first allocation tries again */
 }

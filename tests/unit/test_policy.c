@@ -15,7 +15,10 @@ static size_t released_bytes;
 
 static void *fake_reserve(size_t size, size_t align) { return _hpm_os_linux.reserve(size, align); }
 static int fake_commit(void *a, size_t n) { (void)a; (void)n; if (fail_commit) return 12; commits++; return 0; }
-static int fake_advise(void *a, size_t n, bool on) { (void)a; (void)n; (void)on; advises++; return 0; }
+static int advises_off;   /* MADV_NOHUGEPAGE, counted apart */
+static int fake_advise(void *a, size_t n, bool on) { (void)a; (void)n; if (on) advises++; else advises_off++; return 0; }
+static hpm_thp_mode_t fake_mode = HPM_THP_MADVISE;   /* the system's THP mode, as the pageheap reads it at init */
+static hpm_thp_mode_t fake_thp_mode(void) { return fake_mode; }
 static int fake_hugetlb(void *a, size_t n, size_t pg) { (void)a; (void)n; (void)pg; return 12; }
 static hpm_pageheap_t *cur_ph;
 static int slot_releases;   /* releases of a hugepage's record slots (metadata, not heap) */
@@ -52,7 +55,7 @@ static uint64_t fake_now(void) { return fake_now_ns; }
 static hpm_os_t fake_os;
 
 static void reset_log(void) {
-    commits = advises = releases = release_whole_hp = collapses = slot_releases = 0;
+    commits = advises = advises_off = releases = release_whole_hp = collapses = slot_releases = 0;
     eagain_left = thread_starts = fail_thread_start = sleeps = 0;
     released_bytes = 0;
     slept_ns = 0;
@@ -69,6 +72,7 @@ static hpm_pageheap_t *new_ph(void) {
     fake_os.unreserve_to_reserved = fake_unreserve;
     fake_os.collapse = fake_collapse;
     fake_os.thread_start = fake_thread_start;
+    fake_os.thp_mode = fake_thp_mode;
     fake_os.sleep_ns = fake_sleep;
     fake_os.now_ns = fake_now;
     CHECK(_hpm_ph_init(&ph, &fake_os, (size_t)4 << 30, PAGES_THP) == 0);
@@ -137,6 +141,28 @@ static void test_small_start(void) {
     CHECK(collapses == HPM_SMALL_START_HP && ph->collapse_n == 0, "collapsed after the unlock: %d", collapses);
     hpm_span_t *c = alloc(ph, 500, SPAN_SLAB);
     CHECK(c && advises == HPM_SMALL_START_HP + 2 && collapses == HPM_SMALL_START_HP, "later hugepages advised once each");
+}
+
+/* With THP "always" the small start must refuse huge pages itself: each of
+ * the first hugepages gets MADV_NOHUGEPAGE when committed, and the rest
+ * goes as in madvise mode (advised, collapsed). */
+static void test_small_start_always(void) {
+    fake_mode = HPM_THP_ALWAYS;
+    hpm_pageheap_t *ph = new_ph();
+    fake_mode = HPM_THP_MADVISE;
+    CHECK(ph->thp_always, "the pageheap read the mode at init");
+    for (unsigned i = 0; i < HPM_SMALL_START_HP; i++) {
+        hpm_span_t *b = alloc(ph, 500, SPAN_SLAB);
+        CHECK(b && hp_index(ph, b) == i && advises_off == (int)i + 1 && advises == 0, "hugepage %u: %d off, %d on", i,
+              advises_off, advises);
+    }
+    hpm_span_t *b = alloc(ph, 500, SPAN_SLAB);
+    CHECK(b && advises == HPM_SMALL_START_HP + 1 && advises_off == HPM_SMALL_START_HP && ph->collapse_n == HPM_SMALL_START_HP,
+          "then as in madvise mode: %d on, %d off, %u queued", advises, advises_off, ph->collapse_n);
+    pthread_mutex_lock(&ph->lock);
+    hpm_ph_unlock(ph);
+    CHECK(collapses == HPM_SMALL_START_HP);
+    CHECK(!new_ph()->thp_always, "madvise mode: no refusal");
 }
 
 /* The process's pageheap (collapse_later) leaves the queue to
@@ -438,6 +464,7 @@ int main(void) {
     test_fill_before_break();
     test_small_start();
     test_collapse_later();
+    test_small_start_always();
     test_hybrid();
     test_release_window();
     test_subrelease_order();
