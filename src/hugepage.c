@@ -129,8 +129,7 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
             void *first_addr = (void *)hpm_hp_addr(ph, first);
             ph->os->thp_advise(first_addr, HPM_HP_BYTES, true);
             if (first->state != HP_ACTIVE) continue;
-            ph->collapse_addr[ph->collapse_n] = (uintptr_t)first_addr;
-            ph->collapse_n++;
+            ph->collapse_addr[ph->collapse_n++] = (uintptr_t)first_addr;
         }
         if (ph->collapse_later && ph->collapse_n) atomic_store_explicit(&_hpm_collapse_waiting, 1, memory_order_relaxed);
     }
@@ -172,12 +171,12 @@ static void *collapse_main(void *arg) {
     return NULL;
 }
 
+_Atomic unsigned char _hpm_collapse_waiting __attribute__((aligned(64)));
+
 /* The queue is written once per process, under the lock, and taken here
  * once: whoever empties it owns the addresses (the thread it starts reads
  * them after pthread_create, which orders the reads after the writes).
  * When no thread can be started, the caller collapses them itself. */
-_Atomic unsigned char _hpm_collapse_waiting __attribute__((aligned(64)));
-
 void _hpm_ph_collapse_start(hpm_pageheap_t *ph) {
     pthread_mutex_lock(&ph->lock);
     unsigned n = ph->collapse_n;

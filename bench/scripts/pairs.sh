@@ -42,13 +42,7 @@ for ((i = 1; i <= n; i++)); do
   rows+=("$i $a $b $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.4f", (a > 0 ? b / a : 0) }')")
   echo "${rows[-1]}"
 done
-printf '%s\n' "${rows[@]}" | awk '
-  { r[NR] = $4; a[NR] = $2; b[NR] = $3 }
-  function median(v, k,   i, j, t) {   # sorts v[1..k] in place
-    for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return v[int((k + 1) / 2)]
-  }
-  END {
-    m = median(r, NR)
-    printf "median B/A %.4f (range %.4f..%.4f); median A %s, median B %s\n", m, r[1], r[NR], median(a, NR), median(b, NR)
-  }'
+col() { printf '%s\n' "${rows[@]}" | cut -d' ' -f"$1" | sort -g; }   # column k, sorted
+mid() { sed -n "$(( (n + 1) / 2 ))p"; }
+printf 'median B/A %s (range %s..%s); median A %s, median B %s\n' "$(col 4 | mid)" "$(col 4 | head -n 1)" \
+  "$(col 4 | tail -n 1)" "$(col 2 | mid)" "$(col 3 | mid)"
