@@ -65,7 +65,7 @@
 #define HPM_SPANCACHE_SLOTS (HPM_SPANCACHE_BATCHES * 123 + HPM_MEDIUM_CLASSES)   /* sum over medium classes of HPM_SPANCACHE_BATCHES * batch + 1 (the batches add up to 123) */
 #define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB) or a second thread allocates, no medium span caching */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
-#define HPM_SMALL_START_HP 4                     /* THP mode: the first hugepages stay on 4 KiB pages until the heap outgrows them */
+#define HPM_SMALL_START_HP 8                     /* THP mode: the first hugepages (16 MiB) stay on 4 KiB pages until the heap outgrows them */
 #define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
 
 typedef struct {
