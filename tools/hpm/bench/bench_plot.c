@@ -226,7 +226,7 @@ static int plot_memory(const hpm_bench_ctx_t *ctx, FILE *g, int case_rows) {
     fprintf(g, "set title 'peak RSS (aging-end: RSS after malloc_trim + 1.5 s)'\nset ylabel 'MiB'\n");
     hpm_bench_gp_columns(g, ctx, "memory.dat", 0, 0, "index 0");
     fprintf(g, "set title 'huge-page coverage: peak AnonHugePages / Anonymous (aging-end: at its end)'\n"
-               "set ylabel '%%'\nset yrange [0:*]\n");
+               "set ylabel '%%'\nset yrange [0:100]\n");   /* fixed: a small run may have no huge pages at all */
     hpm_bench_gp_columns(g, ctx, "memory.dat", 0, 0, "index 1");
     fprintf(g, "unset multiplot\n");
     return 1;
