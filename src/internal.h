@@ -60,8 +60,8 @@
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
 #define HPM_MIN_ALIGN 16
 #define HPM_MEDIUM_CLASSES 26                    /* medium span sizes, 3..256 pages (spancache.c) */
-#define HPM_SPANCACHE_MAX_BYTES ((size_t)8 << 20) /* per thread */
-#define HPM_SPANCACHE_BATCHES 4                  /* batches a thread keeps per medium class */
+#define HPM_SPANCACHE_MAX_BYTES ((size_t)16 << 20) /* per thread */
+#define HPM_SPANCACHE_BATCHES 8                  /* batches a thread keeps per medium class (span_cache_n is 8-bit: 8 * 16 + 1 fits) */
 #define HPM_SPANCACHE_SLOTS (HPM_SPANCACHE_BATCHES * 123 + HPM_MEDIUM_CLASSES)   /* sum over medium classes of HPM_SPANCACHE_BATCHES * batch + 1 (the batches add up to 123) */
 #define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB) or a second thread allocates, no medium span caching */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
@@ -467,7 +467,7 @@ struct hpm_heap_s {
     uint8_t slabs_made[HPM_CLASSES];    /* slabs taken per class, saturating at 255 */
     uint64_t colour_mask;
     hpm_span_t *span_stack[HPM_SPANCACHE_SLOTS];    /* free medium spans, class cls at _hpm_medium_slot0[cls] (spancache.c) */
-    uint8_t span_cache_n[HPM_MEDIUM_CLASSES];
+    uint8_t span_cache_n[HPM_MEDIUM_CLASSES];   /* at most HPM_SPANCACHE_BATCHES * 16 + 1 */
     uint8_t span_refills[HPM_MEDIUM_CLASSES];   /* refills of each class's stack, saturating (slow start) */
     size_t span_cache_bytes;
     hpm_heap_t *next_all;               /* every heap ever made */
@@ -619,8 +619,8 @@ static inline unsigned hpm_medium_batch(unsigned cls) {
     return batch[cls];
 }
 /* A thread's span cache keeps up to HPM_SPANCACHE_BATCHES batches of each
- * class and the one span that makes a drain due: 4 * batch + 1 slots
- * (4 = HPM_SPANCACHE_BATCHES), class cls from slot
+ * class and the one span that makes a drain due: 8 * batch + 1 slots
+ * (8 = HPM_SPANCACHE_BATCHES), class cls from slot
  * _hpm_medium_slot0[cls] of the heap's span_stack (set by
  * _hpm_classes_init from the batches; they add up to HPM_SPANCACHE_SLOTS). */
 HPM_INTERNAL extern uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];

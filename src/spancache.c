@@ -5,7 +5,7 @@
  * keeps a stack (an array) of free spans, newest on top. An empty stack
  * refills with a batch from the central cache (transfer.c), which refills
  * from the pageheap (the first refills of a class with 1, 2, 4, ... spans:
- * slow start); a stack over HPM_SPANCACHE_BATCHES (4) batches, or a cache over
+ * slow start); a stack over HPM_SPANCACHE_BATCHES (8) batches, or a cache over
  * HPM_SPANCACHE_MAX_BYTES, drains its oldest batch back. Thread exit
  * returns the cache to the central cache; malloc_trim/hpm_trim return it
  * to the pageheap.
@@ -27,6 +27,8 @@
 #include <string.h>
 #include "internal.h"
 
+_Static_assert(HPM_SPANCACHE_BATCHES * 16 + 1 <= 255, "span_cache_n counts a stack in 8 bits");
+
 static inline bool is_medium_pages(size_t n_pages) {
     return n_pages >= 3 && n_pages < HPM_LARGE_MIN_PAGES;
 }
@@ -45,7 +47,7 @@ static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
     unsigned have = h->span_cache_n[cls];
     if (n > have) n = have;
     if (n == 0) return;
-    hpm_span_t **st = stack_of(h, cls), *out[HPM_SPANCACHE_BATCHES * 16 + 1];   /* a stack holds at most 4 batches of 16, + 1 */
+    hpm_span_t **st = stack_of(h, cls), *out[HPM_SPANCACHE_BATCHES * 16 + 1];   /* a stack holds at most 8 batches of 16, + 1 */
     hpm_assert_internal(n <= sizeof out / sizeof *out);
     memcpy(out, st, n * sizeof *st);
     memmove(st, st + n, (have - n) * sizeof *st);
@@ -104,7 +106,7 @@ int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     s->cached = 1;
     s->clean = 0;
     unsigned k = h->span_cache_n[cls];
-    stack_of(h, cls)[k++] = s;   /* k <= 4 * batch + 1: a stack over 4 * batch drained when it got there */
+    stack_of(h, cls)[k++] = s;   /* k <= 8 * batch + 1: a stack over 8 * batch drained when it got there */
     h->span_cache_n[cls] = (uint8_t)k;
     h->span_cache_bytes += n << HPM_PAGE_SHIFT;
     unsigned batch = hpm_medium_batch(cls);
