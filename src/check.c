@@ -178,7 +178,9 @@ bool _hpm_check_pageheap(const hpm_pageheap_t *ph, char *why) {
     if (released != ph->released_count) return bad(why, "%zu released hugepages, count %zu", released, ph->released_count);
     if (!check_filler(ph, binned, why)) return false;
     for (const hpm_span_t *s = ph->span_free; s; s = s->next)
-        if (s->kind != SPAN_NONE) return bad(why, "a recycled span record has kind %u", s->kind);
+        if (s->kind != SPAN_NONE || s->spaced) return bad(why, "a recycled span record has kind %u, spaced %u", s->kind, s->spaced);
+    for (const hpm_span_t *s = ph->slab_rec_free; s; s = s->next)
+        if (s->kind != SPAN_NONE || !s->spaced) return bad(why, "a recycled slab record has kind %u, spaced %u", s->kind, s->spaced);
     return true;
 }
 

@@ -106,7 +106,13 @@ static void slab_release(hpm_span_t *s) { slabs_release(&s, 1); }
 
 /* A new slab of class cls, owned by h. A heap's first slab of a class is
  * small (at least 4 blocks), so a program that uses many classes a little
- * still fits one hugepage. One at a time: taking several under one lock
+ * still fits one hugepage: while the program is small and
+ * single-threaded for every class, and in every heap for blocks over
+ * HPM_SMALL_FIRST_ALWAYS_BYTES. Frees into a small slab take the page-map
+ * path (it has no granule slot), which costs a busy small class more
+ * than it saves; a thread's rarely used large classes cost a whole slab
+ * each otherwise (glibc-bench with 16 threads: 37.7 -> 21.0 MB of max RSS,
+ * docs/allocator.md). One at a time: taking several under one lock
  * for a heap that had given slabs back (an allocation wave) halved the
  * pageheap lock rate again, but the spare slabs opened a hugepage of
  * their own (alloc-test, one thread: max RSS 12.0 -> 14.0 MB), so no. */
@@ -114,7 +120,8 @@ static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     const hpm_class_t *k = &_hpm_classes[cls];
     uint64_t colours = k->block_bytes <= HPM_COLOUR_MAX_BLOCK ? h->colour_mask : 0;
     size_t first_pages = (4u * k->block_bytes + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
-    bool small_first = !h->slabs_made[cls] && !__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED);
+    bool small_first = !h->slabs_made[cls] && (k->block_bytes > HPM_SMALL_FIRST_ALWAYS_BYTES ||
+                                               !__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED));
     size_t pages = colours ? 1 : small_first ? first_pages : k->slab_pages;
     if (h->slabs_made[cls] < 255) h->slabs_made[cls]++;
     pthread_mutex_lock(&_hpm_ph.lock);

@@ -65,6 +65,7 @@
 #define HPM_SPANCACHE_SLOTS (HPM_SPANCACHE_BATCHES * 123 + HPM_MEDIUM_CLASSES)   /* sum over medium classes of HPM_SPANCACHE_BATCHES * batch + 1 (the batches add up to 123) */
 #define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB) or a second thread allocates, no medium span caching */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
+#define HPM_SMALL_FIRST_ALWAYS_BYTES 512           /* blocks over this: a heap's first slab of the class is small in every program (heap.c) */
 #define HPM_SMALL_START_HP 8                     /* THP mode: the first hugepages (16 MiB) stay on 4 KiB pages until the heap outgrows them */
 #define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
 
@@ -129,6 +130,7 @@ struct hpm_span_s {
     uint32_t held_pages_mask;       /* slab pages given back while the slab lives (slab.c) */
     uint8_t list;                   /* which heap list it is on (slabs: set with hpm_slab_set_list) */
     uint8_t fixed;                  /* a slab's record in its granule's slot (hpm_slab_guess), not a pooled one */
+    uint8_t spaced;                 /* a pooled slab record alone in an HPM_SLOT_BYTES cell (hugepage.c, slab_record_spaced) */
     hpm_span_t *next, *prev;        /* heap list, abandoned list, or span pool free list */
 };
 _Static_assert(sizeof(hpm_span_t) == 128, "a span record is two cache lines, one 128-byte pair");
@@ -211,6 +213,7 @@ typedef struct hpm_pageheap_s {
     uintptr_t collapse_addr[HPM_SMALL_START_HP];
     bool medium_caching;            /* medium span caches on: the heap reached HPM_SMALL_HEAP_PAGES or a second thread took a heap (atomic; never cleared) */
     hpm_span_t *span_free;          /* recycled span structs */
+    hpm_span_t *slab_rec_free;      /* recycled spaced slab records (slab_record_spaced) */
     hpm_hp_t *released_head;        /* empty, not backed */
     size_t used_pages_total;        /* used pages over all active hugepages */
     hpm_meta_region_t hp_region, map_region;

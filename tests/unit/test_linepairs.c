@@ -14,7 +14,10 @@
  * in its granule's slot starts a slot of HPM_SLOT_BYTES (512) of its own:
  * records of two threads' slabs in neighbouring granules traded lines 128
  * or 256 bytes apart (internal.h, HPM_SLOT_SHIFT: most likely prefetchers
- * that reach past the pair). */
+ * that reach past the pair). A slab without a slot (a heap's small first
+ * slab of a class of blocks over HPM_SMALL_FIRST_ALWAYS_BYTES, small in a
+ * threaded program too) has a pooled record alone in a cell of the same
+ * size: none of one thread within 512 bytes of the other's. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -58,9 +61,9 @@ int main(void) {
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     for (int i = 0; i < 2; i++) CHECK(heaps[i] != 0 && heaps[i] % 128 == 0, "heap %d at %#lx", i, (unsigned long)heaps[i]);
 
-    size_t spans = 0, misaligned = 0, missing = 0, off_slot = 0;
-    static uintptr_t fixed[2][ROUNDS * PER_ROUND];
-    size_t n_fixed[2] = {0, 0};
+    size_t spans = 0, misaligned = 0, missing = 0, off_slot = 0, small_big = 0, unspaced = 0;
+    static uintptr_t fixed[2][ROUNDS * PER_ROUND], pooled[2][ROUNDS * PER_ROUND];
+    size_t n_fixed[2] = {0, 0}, n_pooled[2] = {0, 0};
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < ROUNDS * PER_ROUND; k++) {
             hpm_span_t *s = blocks[i][k] ? hpm_span_of(blocks[i][k]) : NULL;
@@ -71,7 +74,13 @@ int main(void) {
                 fixed[i][n_fixed[i]++] = (uintptr_t)s;
                 hpm_arena_t *a = _hpm_arena_of_addr(&_hpm_ph, s->start);
                 if (!a || s != hpm_arena_slot(a, s->start)) off_slot++;
+            } else if (s->kind == SPAN_SLAB) {
+                pooled[i][n_pooled[i]++] = (uintptr_t)s;
+                if (!s->spaced) unspaced++;
             }
+            if (s->kind == SPAN_SLAB && s->block_bytes > HPM_SMALL_FIRST_ALWAYS_BYTES &&
+                s->n_pages < _hpm_classes[s->class_idx].slab_pages)
+                small_big++;
         }
     CHECK(missing == 0, "%zu blocks have no span", missing);
     CHECK(n_fixed[0] > 0 && n_fixed[1] > 0 && off_slot == 0, "%zu records in granule slots are not their granule's slot", off_slot);
@@ -84,6 +93,17 @@ int main(void) {
             if (d != 0 && d < closest) closest = d;   /* 0: one slab, adopted by the thread that lived on */
         }
     CHECK(closest >= 512, "two threads' slab records %lu bytes apart", (unsigned long)closest);
+    /* the same for pooled slab records (slabs without a slot) */
+    CHECK(small_big > 0, "no small first slab of a class over %d bytes in a threaded program", HPM_SMALL_FIRST_ALWAYS_BYTES);
+    CHECK(n_pooled[0] > 0 && n_pooled[1] > 0 && unspaced == 0, "pooled slab records %zu and %zu, %zu not spaced",
+          n_pooled[0], n_pooled[1], unspaced);
+    closest = UINTPTR_MAX;
+    for (size_t x = 0; x < n_pooled[0]; x++)
+        for (size_t y = 0; y < n_pooled[1]; y++) {
+            uintptr_t d = pooled[0][x] > pooled[1][y] ? pooled[0][x] - pooled[1][y] : pooled[1][y] - pooled[0][x];
+            if (d != 0 && d < closest) closest = d;
+        }
+    CHECK(closest >= 512, "two threads' pooled slab records %lu bytes apart", (unsigned long)closest);
     CHECK(spans == 2 * ROUNDS * PER_ROUND && misaligned == 0, "%zu of %zu span records off a 128-byte boundary", misaligned, spans);
 
     size_t small_odd = 0, big_odd = 0;
