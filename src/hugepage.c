@@ -374,9 +374,13 @@ static hpm_span_t *span_new(hpm_pageheap_t *ph) {
  * records two threads' frees traded the record lines (the cause of the
  * 512-byte slots; docs/allocator.md, "A granule's slot is 512 bytes"):
  * glibc-bench with every heap's first slabs small ran 1.32x the time on
- * two cores and 1.06x with both threads on one. NULL when metadata ran
- * out. */
+ * two cores and 1.06x with both threads on one. Only once a second thread
+ * has taken a heap (or the heap grew past 8 MiB: medium_caching): a
+ * single-threaded program trades no lines, and python3 -c pass, some 50
+ * small slabs, would pay about 60 KiB of max RSS for the cells. NULL when
+ * metadata ran out. */
 static hpm_span_t *slab_record_spaced(hpm_pageheap_t *ph) {
+    if (!__atomic_load_n(&ph->medium_caching, __ATOMIC_RELAXED)) return span_new(ph);
     hpm_span_t *s = ph->slab_rec_free;
     if (s) ph->slab_rec_free = s->next;
     else if (!(s = _hpm_meta_alloc(HPM_SLOT_BYTES))) return NULL;
