@@ -182,7 +182,10 @@ void _hpm_ph_collapse_start(hpm_pageheap_t *ph) {
     unsigned n = ph->collapse_n;
     ph->collapse_n = 0;
     atomic_store_explicit(&_hpm_collapse_waiting, 0, memory_order_relaxed);
-    ph->collapse_taken = n;
+    /* Only the taker writes collapse_taken: a second poller that found
+     * the queue empty wrote 0 there while the started thread read it (a
+     * race TSan reported in stress.c's thread churn) */
+    if (n) ph->collapse_taken = n;
     pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: the queue is ours now */
     if (n == 0) return;   /* another thread took it */
     if (ph->os->thread_start(collapse_main, ph) != 0) _hpm_ph_collapse(ph, n, false);

@@ -30,10 +30,12 @@
 static pthread_barrier_t turn;
 static void *blocks[2][ROUNDS * PER_ROUND];
 static uintptr_t heaps[2];
+static hpm_span_t *early[2];   /* the slab of each thread's first block, perhaps taken before the other had a heap */
 
 static void *worker(void *arg) {
     int id = (int)(intptr_t)arg;
     void *volatile first = malloc(16);   /* volatile: the compiler may not drop the pair */
+    early[id] = hpm_span_of(first);
     free(first);
     heaps[id] = (uintptr_t)hpm_my_heap();
     for (int r = 0; r < ROUNDS; r++) {
@@ -74,7 +76,7 @@ int main(void) {
                 fixed[i][n_fixed[i]++] = (uintptr_t)s;
                 hpm_arena_t *a = _hpm_arena_of_addr(&_hpm_ph, s->start);
                 if (!a || s != hpm_arena_slot(a, s->start)) off_slot++;
-            } else if (s->kind == SPAN_SLAB) {
+            } else if (s->kind == SPAN_SLAB && s != early[0] && s != early[1]) {   /* spaced once both heaps exist */
                 pooled[i][n_pooled[i]++] = (uintptr_t)s;
                 if (!s->spaced) unspaced++;
             }
