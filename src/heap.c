@@ -33,7 +33,7 @@ __thread hpm_heap_t *_hpm_tls_heap = (hpm_heap_t *)&_hpm_no_heap;
 
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static hpm_heap_t *heaps_all, *heaps_free;
-static unsigned long heaps_taken;   /* heaps handed to threads, ever (heaps_lock) */
+static bool heap_given;   /* a heap was ever handed to a thread (heaps_lock) */
 static pthread_mutex_t abandoned_lock[HPM_CLASSES] = {[0 ... HPM_CLASSES - 1] = PTHREAD_MUTEX_INITIALIZER};
 static hpm_span_t *abandoned[HPM_CLASSES];        /* LIST_ABANDONED: slabs that had free blocks, or may have */
 static hpm_span_t *abandoned_full[HPM_CLASSES];   /* LIST_ABANDONED_FULL: found full; only frees reach them */
@@ -430,10 +430,11 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     pthread_mutex_lock(&heaps_lock);
     hpm_heap_t *h = heaps_free;
     if (h) heaps_free = h->next_free;
-    /* counted under the lock: two threads that start together both found
+    /* judged under the lock: two threads that start together both found
      * heaps_all empty (the first links its new heap only below), and
      * neither turned the caches on (test_linepairs under ASan and TSan) */
-    bool second = heaps_taken++ > 0;
+    bool second = heap_given;
+    heap_given = true;
     pthread_mutex_unlock(&heaps_lock);
     /* A second thread: medium spans are cached from now on, so that
      * threads do not meet at the pageheap lock for each one (spancache.c) */

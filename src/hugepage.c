@@ -77,7 +77,7 @@ int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, i
     _hpm_ph_lock_init(ph);
     ph->os = os;
     ph->page_mode = page_mode;
-    ph->thp_always = os->thp_mode && os->thp_mode() == HPM_THP_ALWAYS;
+    ph->thp_always = hpm_os_thp_always(os);
     ph->release_delay_ms = 1000;
     ph->cache_keep_hp = 2;
     size_t align = page_mode == PAGES_1G ? HPM_GB_BYTES : HPM_HP_BYTES;

@@ -78,7 +78,7 @@ static int misc_region_new(size_t min_bytes) {
 
 int _hpm_meta_init(const hpm_os_t *os) {
     meta_os = os;
-    meta_thp_always = os->thp_mode && os->thp_mode() == HPM_THP_ALWAYS;
+    meta_thp_always = hpm_os_thp_always(os);
     _hpm_lock_rank(&meta_lock, HPM_LOCK_META);
     return misc_region_new(META_MISC_MIN_BYTES);   /* on failure, the first allocation tries again */
 }

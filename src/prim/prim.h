@@ -85,6 +85,10 @@ typedef struct hpm_os_s {
     int (*sys_madvise)(void *addr, size_t len, int advice);
 } hpm_os_t;
 
+/* Whether the system backs every anonymous mapping huge unasked (THP
+ * "always"): then what must stay on 4 KiB pages has to refuse it. */
+static inline bool hpm_os_thp_always(const hpm_os_t *os) { return os->thp_mode && os->thp_mode() == HPM_THP_ALWAYS; }
+
 /* The real table (src/prim/linux.c). */
 extern const hpm_os_t _hpm_os_linux;
 /* The table the library uses; tests may point it elsewhere before init. */
