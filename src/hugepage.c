@@ -542,8 +542,14 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
     int other = kind == SPAN_SLAB ? SET_OTHER : SET_SLAB;
     hpm_hp_t *hp = _hpm_filler_find(ph, own, n_pages);
     if (!hp) hp = _hpm_filler_find(ph, SET_HYBRID, n_pages);
-    /* a tiny heap (one hugepage) mixes freely rather than back a second one */
-    if (!hp && ph->active_count <= HPM_TINY_HEAP_HP) hp = _hpm_filler_find(ph, other, n_pages);
+    /* A tiny heap (one hugepage) mixes freely rather than back a second
+     * one, and so does a heap in its small start (4 KiB pages, see
+     * hp_committed): there a page costs RSS from its first write, and a
+     * freed medium span's written pages serve the next slab as glibc's
+     * free lists would (python3 -c pass under pyenv: about 150 KiB less
+     * max RSS). The sets matter once the hugepages are huge. */
+    bool mix = ph->active_count <= HPM_TINY_HEAP_HP || (ph->page_mode == PAGES_THP && !ph->huge_started);
+    if (!hp && mix) hp = _hpm_filler_find(ph, other, n_pages);
     if (!hp) hp = hp_get_empty(ph);
     if (!hp) hp = _hpm_filler_find(ph, other, n_pages);   /* out of memory: pollute */
     if (!hp) return NULL;

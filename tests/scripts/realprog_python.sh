@@ -44,8 +44,10 @@ compare_runs "python3 (PYTHONMALLOC=malloc)" env PYTHONMALLOC=malloc "$py" "$tmp
 # hpmalloc, for Debian's python and the one on PATH when it differs, is at
 # most 1 MiB over glibc's. It caught the medium size tier taking whole
 # batches (+8.5 MiB for pyenv's 3.11.7), then the per-class medium caches
-# holding one written span of each class used once (+1.2 MiB); it reads
-# +0.75..0.9 MiB for pyenv's python and +0.3 MiB for Debian's.
+# holding one written span of each class used once (+1.2 MiB); it read
+# +0.85..1.05 MiB for pyenv's python until slabs and spans shared the
+# hugepages of the small start (session 18), +0.73..0.8 MiB since, and
+# +0.25..0.45 MiB for Debian's.
 rss_kib() { "$@" -c 'import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)'; }
 median5() { printf '%s\n' "$@" | sort -n | sed -n 3p; }
 pys=("$py")

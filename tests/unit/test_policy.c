@@ -213,9 +213,11 @@ static void test_collapse_later(void) {
 }
 
 /* Hybrids are counted, and new mixed use goes to a hybrid before a clean
- * hugepage is polluted or a new one is opened. */
+ * hugepage is polluted or a new one is opened (in a heap past its small
+ * start: during it, see test_small_start_mixes). */
 static void test_hybrid(void) {
     hpm_pageheap_t *ph = new_ph();
+    ph->huge_started = true;
     hpm_span_t *slab_full = alloc(ph, 512, SPAN_SLAB);  /* hp0: full of slabs */
     hpm_span_t *m1 = alloc(ph, 200, SPAN_MEDIUM);       /* hp1: clean OTHER */
     CHECK(slab_full && m1 && hp_index(ph, slab_full) == 0 && hp_index(ph, m1) == 1);
@@ -242,6 +244,32 @@ static void test_hybrid(void) {
     _hpm_ph_free_span(ph, m1);
     _hpm_ph_free_span(ph, m2);
     CHECK(ph->hps[1].state == HP_CACHED && ph->sets[SET_OTHER].count == 0);
+}
+
+/* During the small start (4 KiB pages) slabs and spans share hugepages:
+ * a slab goes into a hugepage of medium spans that has room before an
+ * empty hugepage is opened, and a span into a hugepage of slabs. Past the
+ * small start they keep apart again. */
+static void test_small_start_mixes(void) {
+    hpm_pageheap_t *ph = new_ph();
+    CHECK(ph->page_mode == PAGES_THP && !ph->huge_started);
+    hpm_span_t *slab_full = alloc(ph, 512, SPAN_SLAB);  /* hp0: full of slabs */
+    hpm_span_t *m1 = alloc(ph, 200, SPAN_MEDIUM);       /* hp1: medium */
+    CHECK(slab_full && m1 && hp_index(ph, slab_full) == 0 && hp_index(ph, m1) == 1);
+    hpm_span_t *s1 = alloc(ph, 16, SPAN_SLAB);          /* into hp1, not a new hugepage */
+    CHECK(s1 && hp_index(ph, s1) == 1 && ph->top_hp == 2 && ph->hybrid_count == 1, "s1 in %zu, top %zu, hybrids %zu",
+          s1 ? hp_index(ph, s1) : 99, ph->top_hp, ph->hybrid_count);
+    _hpm_ph_free_span(ph, m1);                          /* hp1: slabs only */
+    hpm_span_t *m2 = alloc(ph, 100, SPAN_MEDIUM);       /* into the slab hugepage with room */
+    CHECK(m2 && hp_index(ph, m2) == 1 && ph->top_hp == 2, "m2 in %zu", m2 ? hp_index(ph, m2) : 99);
+    ph->huge_started = true;                            /* past the small start: apart */
+    hpm_span_t *m3 = alloc(ph, 100, SPAN_MEDIUM);
+    CHECK(m3 && hp_index(ph, m3) == 1, "the hybrid first: %zu", m3 ? hp_index(ph, m3) : 99);
+    _hpm_ph_free_span(ph, m2);
+    _hpm_ph_free_span(ph, m3);                          /* hp1: slabs only again */
+    hpm_span_t *m4 = alloc(ph, 100, SPAN_MEDIUM);
+    CHECK(m4 && hp_index(ph, m4) == 2 && ph->hps[1].set == SET_SLAB, "a clean hugepage, not the slabs': %zu",
+          m4 ? hp_index(ph, m4) : 99);
 }
 
 /* Hugepages are released whole, only after the window, keeping the cache. */
@@ -468,6 +496,7 @@ int main(void) {
     test_collapse_later();
     test_small_start_always();
     test_hybrid();
+    test_small_start_mixes();
     test_release_window();
     test_subrelease_order();
     test_large_and_slack();
