@@ -57,7 +57,9 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     }
     pthread_mutex_lock(&_hpm_ph.lock);
     if (pages >= HPM_LARGE_MIN_PAGES || align_bytes > HPM_HP_BYTES / 2)
-        s = _hpm_ph_alloc_large_zero(&_hpm_ph, pages, align_bytes > HPM_HP_BYTES ? align_bytes : HPM_HP_BYTES, zero);
+        s = _hpm_ph_alloc_large_zero(&_hpm_ph, pages,
+                                     align_bytes <= HPM_PAGE_BYTES ? HPM_PAGE_BYTES   /* none asked: see find_end_run */
+                                     : align_bytes > HPM_HP_BYTES ? align_bytes : HPM_HP_BYTES, zero);
     else if (align_bytes > HPM_PAGE_BYTES)
         s = _hpm_ph_alloc_aligned(&_hpm_ph, pages, align_bytes);
     else

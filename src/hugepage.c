@@ -559,6 +559,25 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
     return s;
 }
 
+/* Commit fresh hugepages [top, top + fresh) of the last arena, which has
+ * room for them: one commit before anything changes (refused, nothing is
+ * left over); they join the released list. 0 or -1. */
+static int grow_fresh(hpm_pageheap_t *ph, size_t fresh) {
+    size_t old_top = ph->top_hp;
+    bool thp = ph->page_mode == PAGES_THP || ph->page_mode == PAGES_OFF;
+    void *fresh_addr = (void *)index_addr(ph, old_top);
+    if (thp && ph->os->commit(fresh_addr, fresh << HPM_HP_SHIFT)) return -1;
+    if (arena_grow(ph, fresh, true)) {
+        if (thp) ph->os->unreserve_to_reserved(fresh_addr, fresh << HPM_HP_SHIFT);
+        return -1;
+    }
+    for (size_t i = old_top; i < ph->top_hp; i++) {
+        if (thp) hp_committed(ph, hp_at(ph, i));
+        _hpm_ph_push_released(ph, hp_at(ph, i));
+    }
+    return 0;
+}
+
 /* n_hp consecutive non-active hugepages of one arena whose start address
  * is aligned to align_hp hugepages; past the top, new hugepages (committed
  * with one call where the mode allows, see run_commit). -1 if none. */
@@ -580,29 +599,68 @@ static long find_empty_run(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
     long room = arena_room(ph, start, n_hp, align_hp);
     if (room < 0) return -1;
     start = (size_t)room;
-    if (start + n_hp > ph->top_hp) {
-        size_t old_top = ph->top_hp, fresh = start + n_hp - old_top;
-        /* one commit for the fresh part before anything changes: refused, nothing is left over */
-        bool thp = ph->page_mode == PAGES_THP || ph->page_mode == PAGES_OFF;
-        void *fresh_addr = (void *)index_addr(ph, old_top);
-        if (thp && ph->os->commit(fresh_addr, fresh << HPM_HP_SHIFT)) return -1;
-        if (arena_grow(ph, fresh, true)) {
-            if (thp) ph->os->unreserve_to_reserved(fresh_addr, fresh << HPM_HP_SHIFT);
-            return -1;
-        }
-        for (size_t i = old_top; i < ph->top_hp; i++) {
-            if (thp) hp_committed(ph, hp_at(ph, i));
-            _hpm_ph_push_released(ph, hp_at(ph, i));
-        }
-    }
+    if (start + n_hp > ph->top_hp && grow_fresh(ph, start + n_hp - ph->top_hp)) return -1;
     return (long)start;
 }
 
-/* Before a zeroed large span uses pages [0, n) of hp: pages that may hold
- * data are given back (the whole hugepage, when many are) or cleared, so
- * that nothing is written that already reads as zero. */
-static void hp_make_zero(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned n) {
-    unsigned dirty = _hpm_bits_count_range(hp->dirty_bits, 0, n);
+/* The free pages at the end of hugepage hp (its last used page + 1 on). */
+static unsigned free_end_pages(const hpm_hp_t *hp) {
+    unsigned n = 0;
+    for (int w = 7; w >= 0; w--) {
+        if (hp->free_bits[w] == ~0ull) { n += 64; continue; }
+        return n + (unsigned)__builtin_clzll(~hp->free_bits[w]);
+    }
+    return n;
+}
+
+/* Where a plain large span of n_pages that are not whole hugepages (q
+ * whole ones and r more) can start in the free end of a hugepage in use,
+ * r pages before the q empty hugepages that follow it: the hugepage whose
+ * free end fits r most tightly, or else the last one in use, with new
+ * hugepages after it. -1 if neither. Freed, such a span leaves its q
+ * hugepages empty (whole, for the cache) and its r pages free at the end
+ * of a hugepage, where the next one fits again; a span that took whole
+ * hugepages from the start left its r pages at the start of its last
+ * hugepage instead, where first-fit placement filled them, and that
+ * hugepage stayed in use: the next large span needed new hugepages
+ * (mstress's growing arrays took 13 hugepages for 13.5 MB live). One
+ * pass over the hugepages, as find_empty_run. */
+static long find_end_run(hpm_pageheap_t *ph, size_t n_pages) {
+    size_t q = n_pages / HPM_PAGES_PER_HP;
+    unsigned r = (unsigned)(n_pages % HPM_PAGES_PER_HP), best_end = HPM_PAGES_PER_HP, end = 0;
+    long best = -1, in_use = -1;   /* in_use: the last hugepage in use, followed by `after` empty ones */
+    size_t after = 0;
+    for (size_t i = 0; i < ph->top_hp; i++) {
+        hpm_hp_t *hp = hp_at(ph, i);
+        if (hp->state == HP_ACTIVE) {
+            in_use = hp->backing == BACK_THP ? (long)i : -1;
+            end = in_use >= 0 ? free_end_pages(hp) : 0;
+            after = 0;
+        } else if (in_use < 0 || hp->addr != hp_at(ph, i - 1)->addr + HPM_HP_BYTES) {
+            in_use = -1;
+            continue;
+        } else {
+            after++;
+        }
+        if (in_use >= 0 && after == q && end >= r && end < best_end) {
+            best = in_use;
+            best_end = end;
+            if (end == r) return best;
+        }
+    }
+    if (best >= 0) return best;
+    /* the last hugepage in use and the empty ones after it, then new ones in the same arena */
+    if (in_use < 0 || end < r || after >= q || ph->top_hp + (q - after) > ph->reserved_hp ||
+        _hpm_arena_of_index(ph, (size_t)in_use) != _hpm_arena_of_index(ph, ph->top_hp + (q - after) - 1))
+        return -1;
+    return grow_fresh(ph, q - after) ? -1 : in_use;
+}
+
+/* Before a zeroed large span uses pages [from, from + n) of hp: pages
+ * that may hold data are given back (the whole hugepage, when many are) or
+ * cleared, so that nothing is written that already reads as zero. */
+static void hp_make_zero(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned from, unsigned n) {
+    unsigned dirty = _hpm_bits_count_range(hp->dirty_bits, from, n);
     if (dirty == 0) return;
     char *base = (char *)hpm_hp_addr(ph, hp);
     if (n == HPM_PAGES_PER_HP && dirty > HPM_PAGES_PER_HP / 8 && hp->backing == BACK_THP &&
@@ -610,7 +668,8 @@ static void hp_make_zero(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned n) {
         memset(hp->dirty_bits, 0, sizeof hp->dirty_bits);
         return;
     }
-    for (int first = _hpm_bits_find_run(hp->dirty_bits, 1, 0); first >= 0 && (unsigned)first < n; ) {
+    n += from;
+    for (int first = _hpm_bits_find_run(hp->dirty_bits, 1, from); first >= 0 && (unsigned)first < n; ) {
         unsigned end = (unsigned)first + 1;
         while (end < n && ((hp->dirty_bits[end >> 6] >> (end & 63)) & 1)) end++;
         memset(base + ((size_t)first << HPM_PAGE_SHIFT), 0, (size_t)(end - (unsigned)first) << HPM_PAGE_SHIFT);
@@ -633,7 +692,18 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
     if (!s) return NULL;
     hpm_hp_t *single = NULL;
     long first;
-    if (n_hp == 1 && align_hp == 1) {
+    unsigned head = 0;   /* pages of the span in the free end of hugepage `first`, which is in use */
+    bool plain = align_bytes <= HPM_PAGE_BYTES && n_pages % HPM_PAGES_PER_HP &&
+                 (ph->page_mode == PAGES_THP || ph->page_mode == PAGES_OFF);
+    if (plain && (first = find_end_run(ph, n_pages)) >= 0) {
+        head = (unsigned)(n_pages % HPM_PAGES_PER_HP);
+        n_hp = n_pages / HPM_PAGES_PER_HP;   /* the empty hugepages after it */
+        if (run_commit(ph, (size_t)first + 1, n_hp)) {
+            span_delete(ph, s);
+            return NULL;
+        }
+        first++;
+    } else if (n_hp == 1 && align_hp == 1) {
         if (!(single = hp_get_empty(ph))) { span_delete(ph, s); return NULL; }
         first = single->index;
     } else if ((first = find_empty_run(ph, n_hp, align_hp)) < 0 || run_commit(ph, (size_t)first, n_hp)) {
@@ -658,11 +728,18 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
     s->kind = SPAN_LARGE;
     s->clean = 1;
     s->n_pages = (uint32_t)n_pages;
-    s->start = hpm_hp_addr(ph, hp_at(ph, (size_t)first));
-    size_t left = n_pages;
+    if (head) {
+        hpm_hp_t *end_hp = hp_at(ph, (size_t)first - 1);
+        s->start = hpm_hp_addr(ph, end_hp) + ((uintptr_t)(HPM_PAGES_PER_HP - head) << HPM_PAGE_SHIFT);
+        if (zero) hp_make_zero(ph, end_hp, HPM_PAGES_PER_HP - head, head);
+        hp_use_pages(ph, end_hp, HPM_PAGES_PER_HP - head, head, s);
+    } else {
+        s->start = hpm_hp_addr(ph, hp_at(ph, (size_t)first));
+    }
+    size_t left = n_pages - head;
     for (size_t i = 0; i < n_hp; i++, left -= HPM_PAGES_PER_HP) {
         unsigned n = left > HPM_PAGES_PER_HP ? HPM_PAGES_PER_HP : (unsigned)left;
-        if (zero) hp_make_zero(ph, hp_at(ph, (size_t)first + i), n);
+        if (zero) hp_make_zero(ph, hp_at(ph, (size_t)first + i), 0, n);
         hp_use_pages(ph, hp_at(ph, (size_t)first + i), 0, n, s);
         if (left <= HPM_PAGES_PER_HP) break;
     }

@@ -284,7 +284,10 @@ HPM_INTERNAL int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t res
  * colour is in the mask. Returns NULL when out of memory. */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask);
 /* Whole hugepages for n_pages >= HPM_LARGE_MIN_PAGES, start aligned to
- * align_bytes (>= 2 MiB); the tail of the last hugepage is left free. */
+ * align_bytes (>= 2 MiB); the tail of the last hugepage is left free.
+ * align_bytes of 4 KiB (a plain malloc) asks for no alignment: then, in
+ * the THP and off modes, a span that is not whole hugepages may start in
+ * the free end of a hugepage in use (see find_end_run). */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
 /* The same; with zero, the span is returned clean (reads as zero): pages
  * written before are given back or cleared here, others are left alone. */

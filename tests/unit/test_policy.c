@@ -337,6 +337,39 @@ static void test_large_and_slack(void) {
     CHECK(ph->page_map[(big->start - ph->base) >> 12] == NULL || ph->page_map[(big->start - ph->base) >> 12]->kind != SPAN_LARGE);
 }
 
+/* A plain large span (no alignment asked) that is not whole hugepages
+ * starts in the free end of a hugepage in use and runs on through empty
+ * ones (new ones past the top); freed, it leaves them empty and its pages
+ * free at that end, where the next one fits again without a new hugepage.
+ * Aligned large spans still start on a hugepage. */
+static void test_large_end_run(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *m = alloc(ph, 100, SPAN_MEDIUM);                      /* hp0: pages 0..99 */
+    hpm_span_t *big = _hpm_ph_alloc_large(ph, 600, HPM_PAGE_BYTES);  /* a hugepage and 88 pages */
+    CHECK(m && big && hp_index(ph, m) == 0);
+    uintptr_t at = ph->hps[0].addr + ((uintptr_t)(512 - 88) << 12);
+    CHECK(big && big->start == at, "the last 88 pages of hp0, then hp1: %#lx", big ? (unsigned long)(big->start - ph->base) : 0ul);
+    CHECK(ph->top_hp == 2 && ph->active_count == 2 && ph->hps[0].used_pages == 188 && ph->hps[1].used_pages == 512,
+          "top %zu, active %zu, used %u and %u", ph->top_hp, (size_t)ph->active_count, ph->hps[0].used_pages,
+          ph->hps[1].used_pages);
+    CHECK(ph->page_map[(at - ph->base) >> 12] == big && ph->page_map[((at - ph->base) >> 12) + 599] == big,
+          "the page map covers all 600 pages");
+    _hpm_ph_free_span(ph, big);
+    CHECK(ph->hps[1].state == HP_CACHED && ph->hps[0].used_pages == 100 && ph->hps[0].longest_free_pages == 412,
+          "hp1 empty, hp0 as before: %u used", ph->hps[0].used_pages);
+    hpm_span_t *m2 = alloc(ph, 50, SPAN_MEDIUM);                     /* first fit in hp0: pages 100..149 */
+    hpm_span_t *big2 = _hpm_ph_alloc_large(ph, 600, HPM_PAGE_BYTES);
+    CHECK(m2 && hp_index(ph, m2) == 0 && big2 && big2->start == at && ph->top_hp == 2 && ph->cache_count == 0,
+          "the same place again, no new hugepage: top %zu", ph->top_hp);
+    hpm_span_t *part = _hpm_ph_alloc_large(ph, 300, HPM_PAGE_BYTES);  /* no free end (hp0's ends in big2): a hugepage */
+    CHECK(part && part->start == ph->hps[2].addr, "a hugepage of its own when no end fits");
+    hpm_span_t *small = _hpm_ph_alloc_large(ph, 200, HPM_PAGE_BYTES); /* into the 212 free pages at hp2's end */
+    CHECK(small && small->start == ph->hps[2].addr + ((uintptr_t)(512 - 200) << 12) && ph->top_hp == 3,
+          "the free end of hp2: %#lx", small ? (unsigned long)(small->start - ph->base) : 0ul);
+    hpm_span_t *aligned = _hpm_ph_alloc_large(ph, 600, HPM_HP_BYTES);
+    CHECK(aligned && (aligned->start & (HPM_HP_BYTES - 1)) == 0, "alignment asked: a hugepage start");
+}
+
 /* Out of memory: allocation fails cleanly, nothing is half-taken. */
 static void test_out_of_memory(void) {
     hpm_pageheap_t *ph = new_ph();
@@ -500,6 +533,7 @@ int main(void) {
     test_release_window();
     test_subrelease_order();
     test_large_and_slack();
+    test_large_end_run();
     test_out_of_memory();
     test_random_invariants();
     test_checker_finds_damage();
