@@ -579,9 +579,10 @@ static int grow_fresh(hpm_pageheap_t *ph, size_t fresh) {
 }
 
 /* n_hp consecutive non-active hugepages of one arena whose start address
- * is aligned to align_hp hugepages; past the top, new hugepages (committed
- * with one call where the mode allows, see run_commit). -1 if none. */
-static long find_empty_run(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
+ * is aligned to align_hp hugepages (find_empty_below_top: only among the
+ * hugepages there are); past the top, new hugepages (committed with one
+ * call where the mode allows, see run_commit). -1 if none. */
+static long find_empty_below_top(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
     size_t run = 0;
     for (size_t i = 0; i < ph->top_hp; i++) {
         hpm_hp_t *hp = hp_at(ph, i);
@@ -590,6 +591,12 @@ static long find_empty_run(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
         if (run == 0 && (hp->addr >> HPM_HP_SHIFT) % align_hp != 0) continue;
         if (++run == n_hp) return (long)(i + 1 - n_hp);
     }
+    return -1;
+}
+
+static long find_empty_run(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
+    long found = find_empty_below_top(ph, n_hp, align_hp);
+    if (found >= 0) return found;
     /* extend the last arena: from an aligned index past its last active hugepage */
     if (ph_reserve(ph)) return -1;
     hpm_arena_t *last = &ph->arenas[ph->n_arenas - 1];
@@ -624,8 +631,9 @@ static unsigned free_end_pages(const hpm_hp_t *hp) {
  * hugepage instead, where first-fit placement filled them, and that
  * hugepage stayed in use: the next large span needed new hugepages
  * (mstress's growing arrays took 13 hugepages for 13.5 MB live). One
- * pass over the hugepages, as find_empty_run. */
-static long find_end_run(hpm_pageheap_t *ph, size_t n_pages) {
+ * pass over the hugepages, as find_empty_run. The caller tries it
+ * without grow, then q + 1 empty hugepages, then with grow. */
+static long find_end_run(hpm_pageheap_t *ph, size_t n_pages, bool grow) {
     size_t q = n_pages / HPM_PAGES_PER_HP;
     unsigned r = (unsigned)(n_pages % HPM_PAGES_PER_HP), best_end = HPM_PAGES_PER_HP, end = 0;
     long best = -1, in_use = -1;   /* in_use: the last hugepage in use, followed by `after` empty ones */
@@ -648,7 +656,7 @@ static long find_end_run(hpm_pageheap_t *ph, size_t n_pages) {
             if (end == r) return best;
         }
     }
-    if (best >= 0) return best;
+    if (best >= 0 || !grow) return best;
     /* the last hugepage in use and the empty ones after it, then new ones in the same arena */
     if (in_use < 0 || end < r || after >= q || ph->top_hp + (q - after) > ph->reserved_hp ||
         _hpm_arena_of_index(ph, (size_t)in_use) != _hpm_arena_of_index(ph, ph->top_hp + (q - after) - 1))
@@ -690,19 +698,28 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
     if (n_hp > ph->index_cap_hp) return NULL;
     hpm_span_t *s = span_new(ph);   /* first: nothing to undo when metadata runs out */
     if (!s) return NULL;
+    /* A plain span that is not whole hugepages puts its `head` pages at
+     * the end of a hugepage: one in use (find_end_run), or else the first
+     * of the empty ones it takes; its whole hugepages follow. */
+    unsigned head = align_bytes <= HPM_PAGE_BYTES && (ph->page_mode == PAGES_THP || ph->page_mode == PAGES_OFF)
+                        ? (unsigned)(n_pages % HPM_PAGES_PER_HP) : 0;
     hpm_hp_t *single = NULL;
-    long first;
-    unsigned head = 0;   /* pages of the span in the free end of hugepage `first`, which is in use */
-    bool plain = align_bytes <= HPM_PAGE_BYTES && n_pages % HPM_PAGES_PER_HP &&
-                 (ph->page_mode == PAGES_THP || ph->page_mode == PAGES_OFF);
-    if (plain && (first = find_end_run(ph, n_pages)) >= 0) {
-        head = (unsigned)(n_pages % HPM_PAGES_PER_HP);
-        n_hp = n_pages / HPM_PAGES_PER_HP;   /* the empty hugepages after it */
-        if (run_commit(ph, (size_t)first + 1, n_hp)) {
+    long first, end_at = -1;   /* end_at: the hugepage in use whose end takes the head */
+    size_t q = n_pages / HPM_PAGES_PER_HP;
+    /* without new memory first: the end of one in use, or else q + 1 empty
+     * ones; then past the top: the end of the last one in use and q new
+     * hugepages, or else q + 1 new ones */
+    if (head) {
+        end_at = find_end_run(ph, n_pages, false);
+        if (end_at < 0 && find_empty_below_top(ph, q + 1, 1) < 0) end_at = find_end_run(ph, n_pages, true);
+    }
+    if (end_at >= 0) {
+        first = end_at + 1;
+        n_hp = q;   /* the empty hugepages after it */
+        if (run_commit(ph, (size_t)first, n_hp)) {
             span_delete(ph, s);
             return NULL;
         }
-        first++;
     } else if (n_hp == 1 && align_hp == 1) {
         if (!(single = hp_get_empty(ph))) { span_delete(ph, s); return NULL; }
         first = single->index;
@@ -725,23 +742,23 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
         }
         hp_take_empty(ph, hp);
     }
+    if (head && end_at < 0) end_at = first++;   /* the first hugepage taken holds the head */
     s->kind = SPAN_LARGE;
     s->clean = 1;
     s->n_pages = (uint32_t)n_pages;
     if (head) {
-        hpm_hp_t *end_hp = hp_at(ph, (size_t)first - 1);
+        hpm_hp_t *end_hp = hp_at(ph, (size_t)end_at);
         s->start = hpm_hp_addr(ph, end_hp) + ((uintptr_t)(HPM_PAGES_PER_HP - head) << HPM_PAGE_SHIFT);
         if (zero) hp_make_zero(ph, end_hp, HPM_PAGES_PER_HP - head, head);
         hp_use_pages(ph, end_hp, HPM_PAGES_PER_HP - head, head, s);
     } else {
         s->start = hpm_hp_addr(ph, hp_at(ph, (size_t)first));
     }
-    size_t left = n_pages - head;
-    for (size_t i = 0; i < n_hp; i++, left -= HPM_PAGES_PER_HP) {
+    for (size_t i = 0, left = n_pages - head; left > 0; i++) {
         unsigned n = left > HPM_PAGES_PER_HP ? HPM_PAGES_PER_HP : (unsigned)left;
         if (zero) hp_make_zero(ph, hp_at(ph, (size_t)first + i), 0, n);
         hp_use_pages(ph, hp_at(ph, (size_t)first + i), 0, n, s);
-        if (left <= HPM_PAGES_PER_HP) break;
+        left -= n;
     }
     ph->large_allocs_total++;
     hpm_ph_changed(ph);

@@ -361,11 +361,15 @@ static void test_large_end_run(void) {
     hpm_span_t *big2 = _hpm_ph_alloc_large(ph, 600, HPM_PAGE_BYTES);
     CHECK(m2 && hp_index(ph, m2) == 0 && big2 && big2->start == at && ph->top_hp == 2 && ph->cache_count == 0,
           "the same place again, no new hugepage: top %zu", ph->top_hp);
-    hpm_span_t *part = _hpm_ph_alloc_large(ph, 300, HPM_PAGE_BYTES);  /* no free end (hp0's ends in big2): a hugepage */
-    CHECK(part && part->start == ph->hps[2].addr, "a hugepage of its own when no end fits");
-    hpm_span_t *small = _hpm_ph_alloc_large(ph, 200, HPM_PAGE_BYTES); /* into the 212 free pages at hp2's end */
-    CHECK(small && small->start == ph->hps[2].addr + ((uintptr_t)(512 - 200) << 12) && ph->top_hp == 3,
-          "the free end of hp2: %#lx", small ? (unsigned long)(small->start - ph->base) : 0ul);
+    hpm_span_t *part = _hpm_ph_alloc_large(ph, 300, HPM_PAGE_BYTES);  /* no free end (hp0's ends in big2) */
+    CHECK(part && part->start == ph->hps[2].addr + ((uintptr_t)(512 - 300) << 12) && ph->top_hp == 3,
+          "at the end of a new hugepage: %#lx", part ? (unsigned long)(part->start - ph->base) : 0ul);
+    hpm_span_t *m4 = alloc(ph, 200, SPAN_MEDIUM);                    /* fullest fit: hp2's 212 free pages, at its start */
+    CHECK(m4 && hp_index(ph, m4) == 2 && m4->start == ph->hps[2].addr, "hp2's free start serves spans");
+    _hpm_ph_free_span(ph, part);                                     /* hp2's end is free again */
+    hpm_span_t *small = _hpm_ph_alloc_large(ph, 260, HPM_PAGE_BYTES);
+    CHECK(small && small->start == ph->hps[2].addr + ((uintptr_t)(512 - 260) << 12) && ph->top_hp == 3,
+          "the free end of hp2 again: %#lx", small ? (unsigned long)(small->start - ph->base) : 0ul);
     hpm_span_t *aligned = _hpm_ph_alloc_large(ph, 600, HPM_HP_BYTES);
     CHECK(aligned && (aligned->start & (HPM_HP_BYTES - 1)) == 0, "alignment asked: a hugepage start");
 }
