@@ -579,10 +579,9 @@ static int grow_fresh(hpm_pageheap_t *ph, size_t fresh) {
 }
 
 /* n_hp consecutive non-active hugepages of one arena whose start address
- * is aligned to align_hp hugepages (find_empty_below_top: only among the
- * hugepages there are); past the top, new hugepages (committed with one
- * call where the mode allows, see run_commit). -1 if none. */
-static long find_empty_below_top(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
+ * is aligned to align_hp hugepages; past the top, new hugepages (committed
+ * with one call where the mode allows, see run_commit). -1 if none. */
+static long find_empty_run(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
     size_t run = 0;
     for (size_t i = 0; i < ph->top_hp; i++) {
         hpm_hp_t *hp = hp_at(ph, i);
@@ -591,12 +590,6 @@ static long find_empty_below_top(hpm_pageheap_t *ph, size_t n_hp, size_t align_h
         if (run == 0 && (hp->addr >> HPM_HP_SHIFT) % align_hp != 0) continue;
         if (++run == n_hp) return (long)(i + 1 - n_hp);
     }
-    return -1;
-}
-
-static long find_empty_run(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
-    long found = find_empty_below_top(ph, n_hp, align_hp);
-    if (found >= 0) return found;
     /* extend the last arena: from an aligned index past its last active hugepage */
     if (ph_reserve(ph)) return -1;
     hpm_arena_t *last = &ph->arenas[ph->n_arenas - 1];
@@ -622,41 +615,47 @@ static unsigned free_end_pages(const hpm_hp_t *hp) {
 
 /* Where a plain large span of n_pages that are not whole hugepages (q
  * whole ones and r more) can start in the free end of a hugepage in use,
- * r pages before the q empty hugepages that follow it: the hugepage whose
- * free end fits r most tightly, or else the last one in use, with new
- * hugepages after it. -1 if neither. Freed, such a span leaves its q
- * hugepages empty (whole, for the cache) and its r pages free at the end
- * of a hugepage, where the next one fits again; a span that took whole
- * hugepages from the start left its r pages at the start of its last
- * hugepage instead, where first-fit placement filled them, and that
- * hugepage stayed in use: the next large span needed new hugepages
- * (mstress's growing arrays took 13 hugepages for 13.5 MB live). One
- * pass over the hugepages, as find_empty_run. The caller tries it
- * without grow, then q + 1 empty hugepages, then with grow. */
-static long find_end_run(hpm_pageheap_t *ph, size_t n_pages, bool grow) {
+ * r pages before the q empty hugepages that follow it. One pass over the
+ * hugepages, lowest first, as find_empty_run: the first such hugepage, or
+ * -1 with *empty_at set if q + 1 empty hugepages in a row come first; with
+ * grow, when neither is there, the last hugepage in use and new ones after
+ * it. -1 if none. Freed, such a span leaves its q hugepages empty (whole,
+ * for the cache) and its r pages free at the end of a hugepage, where the
+ * next one fits again. A span that took whole hugepages from the start
+ * left its r pages at the start of its last hugepage instead, where
+ * first-fit placement filled them, and that hugepage stayed in use: the
+ * next large span needed new hugepages (mstress's growing arrays took 13
+ * hugepages for 13.5 MB live). (The tightest free end instead of the
+ * first cost a whole pass per large span: 3x the allocator's time in a
+ * churn of 1..9 MiB blocks over 1,000 hugepages.) */
+static long find_end_run(hpm_pageheap_t *ph, size_t n_pages, bool grow, long *empty_at) {
     size_t q = n_pages / HPM_PAGES_PER_HP;
-    unsigned r = (unsigned)(n_pages % HPM_PAGES_PER_HP), best_end = HPM_PAGES_PER_HP, end = 0;
-    long best = -1, in_use = -1;   /* in_use: the last hugepage in use, followed by `after` empty ones */
-    size_t after = 0;
+    unsigned r = (unsigned)(n_pages % HPM_PAGES_PER_HP), end = 0;
+    long in_use = -1;   /* in_use: the last hugepage in use, followed by `after` empty ones */
+    size_t after = 0, run = 0;     /* run: empty hugepages in a row, for *empty_at */
     for (size_t i = 0; i < ph->top_hp; i++) {
         hpm_hp_t *hp = hp_at(ph, i);
+        bool follows = i > 0 && hp->addr == hp_at(ph, i - 1)->addr + HPM_HP_BYTES;
         if (hp->state == HP_ACTIVE) {
             in_use = hp->backing == BACK_THP ? (long)i : -1;
-            end = in_use >= 0 ? free_end_pages(hp) : 0;
-            after = 0;
-        } else if (in_use < 0 || hp->addr != hp_at(ph, i - 1)->addr + HPM_HP_BYTES) {
-            in_use = -1;
-            continue;
+            /* the free end is at most the longest free run: most hugepages need no bitmap read */
+            end = in_use >= 0 && hp->longest_free_pages >= r ? free_end_pages(hp) : 0;
+            after = run = 0;
         } else {
+            run = follows ? run + 1 : 1;
+            if (run == q + 1) {   /* the lowest place wins, as in find_empty_run */
+                *empty_at = (long)(i - q);
+                return -1;
+            }
+            if (in_use < 0 || !follows) {
+                in_use = -1;
+                continue;
+            }
             after++;
         }
-        if (in_use >= 0 && after == q && end >= r && end < best_end) {
-            best = in_use;
-            best_end = end;
-            if (end == r) return best;
-        }
+        if (in_use >= 0 && after == q && end >= r) return in_use;
     }
-    if (best >= 0 || !grow) return best;
+    if (!grow) return -1;
     /* the last hugepage in use and the empty ones after it, then new ones in the same arena */
     if (in_use < 0 || end < r || after >= q || ph->top_hp + (q - after) > ph->reserved_hp ||
         _hpm_arena_of_index(ph, (size_t)in_use) != _hpm_arena_of_index(ph, ph->top_hp + (q - after) - 1))
@@ -709,9 +708,10 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
     /* without new memory first: the end of one in use, or else q + 1 empty
      * ones; then past the top: the end of the last one in use and q new
      * hugepages, or else q + 1 new ones */
+    long empty_at = -1;   /* the first q + 1 empty hugepages in a row, below the top */
     if (head) {
-        end_at = find_end_run(ph, n_pages, false);
-        if (end_at < 0 && find_empty_below_top(ph, q + 1, 1) < 0) end_at = find_end_run(ph, n_pages, true);
+        end_at = find_end_run(ph, n_pages, false, &empty_at);
+        if (end_at < 0 && empty_at < 0) end_at = find_end_run(ph, n_pages, true, &empty_at);
     }
     if (end_at >= 0) {
         first = end_at + 1;
@@ -723,7 +723,8 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
     } else if (n_hp == 1 && align_hp == 1) {
         if (!(single = hp_get_empty(ph))) { span_delete(ph, s); return NULL; }
         first = single->index;
-    } else if ((first = find_empty_run(ph, n_hp, align_hp)) < 0 || run_commit(ph, (size_t)first, n_hp)) {
+    } else if ((first = empty_at >= 0 ? empty_at : find_empty_run(ph, n_hp, align_hp)) < 0 ||
+               run_commit(ph, (size_t)first, n_hp)) {
         span_delete(ph, s);
         return NULL;
     }
