@@ -28,6 +28,18 @@ hpm_pageheap_t _hpm_ph;
 
 static inline hpm_hp_t *hp_at(hpm_pageheap_t *ph, size_t idx) { return &ph->hps[idx]; }
 
+/* The page modes whose hugepages are plain anonymous memory, committed by
+ * range (THP or 4 KiB pages), not hugetlb pages mapped one by one. */
+static inline bool ph_pages_anon(const hpm_pageheap_t *ph) {
+    return ph->page_mode == PAGES_THP || ph->page_mode == PAGES_OFF;
+}
+
+/* THP mode before the first hugepages are advised: the heap still runs on
+ * 4 KiB pages (hp_committed). */
+static inline bool ph_small_start(const hpm_pageheap_t *ph) {
+    return ph->page_mode == PAGES_THP && !ph->huge_started;
+}
+
 /* Hugepage indices the heap may ever use: 16 times memory plus swap, 1 to
  * 64 TiB, and no more than RLIMIT_AS allows at start (a heap can grow past
  * its first arena up to this; the descriptors are reserved, not used). */
@@ -115,7 +127,7 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
      * own (hpm_collapse_poll); a hugepage released in between is skipped
      * or at worst faulted back as zeros, which a released hugepage may
      * hold. */
-    if (ph->page_mode == PAGES_THP && !ph->huge_started) {
+    if (ph_small_start(ph)) {
         /* With THP "always" the kernel would back them huge unasked:
          * MADV_NOHUGEPAGE, until the advice below replaces it. */
         if (hp->index < HPM_SMALL_START_HP) {
@@ -212,7 +224,7 @@ static int hp_back(hpm_pageheap_t *ph, hpm_hp_t *hp) {
  * would refuse to mmap is refused here too). THP and off modes only;
  * hugetlb modes back hugepage by hugepage. */
 static int run_commit(hpm_pageheap_t *ph, size_t first, size_t n) {
-    if (ph->page_mode != PAGES_THP && ph->page_mode != PAGES_OFF) return 0;
+    if (!ph_pages_anon(ph)) return 0;
     for (size_t i = 0; i < n; ) {
         if (hp_at(ph, first + i)->backing != BACK_NONE) { i++; continue; }
         size_t j = i;
@@ -548,7 +560,7 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
      * freed medium span's written pages serve the next slab as glibc's
      * free lists would (python3 -c pass under pyenv: about 150 KiB less
      * max RSS). The sets matter once the hugepages are huge. */
-    bool mix = ph->active_count <= HPM_TINY_HEAP_HP || (ph->page_mode == PAGES_THP && !ph->huge_started);
+    bool mix = ph->active_count <= HPM_TINY_HEAP_HP || ph_small_start(ph);
     if (!hp && mix) hp = _hpm_filler_find(ph, other, n_pages);
     if (!hp) hp = hp_get_empty(ph);
     if (!hp) hp = _hpm_filler_find(ph, other, n_pages);   /* out of memory: pollute */
@@ -564,7 +576,7 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
  * left over); they join the released list. 0 or -1. */
 static int grow_fresh(hpm_pageheap_t *ph, size_t fresh) {
     size_t old_top = ph->top_hp;
-    bool thp = ph->page_mode == PAGES_THP || ph->page_mode == PAGES_OFF;
+    bool thp = ph_pages_anon(ph);
     void *fresh_addr = (void *)index_addr(ph, old_top);
     if (thp && ph->os->commit(fresh_addr, fresh << HPM_HP_SHIFT)) return -1;
     if (arena_grow(ph, fresh, true)) {
@@ -700,8 +712,7 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
     /* A plain span that is not whole hugepages puts its `head` pages at
      * the end of a hugepage: one in use (find_end_run), or else the first
      * of the empty ones it takes; its whole hugepages follow. */
-    unsigned head = align_bytes <= HPM_PAGE_BYTES && (ph->page_mode == PAGES_THP || ph->page_mode == PAGES_OFF)
-                        ? (unsigned)(n_pages % HPM_PAGES_PER_HP) : 0;
+    unsigned head = align_bytes <= HPM_PAGE_BYTES && ph_pages_anon(ph) ? (unsigned)(n_pages % HPM_PAGES_PER_HP) : 0;
     hpm_hp_t *single = NULL;
     long first, end_at = -1;   /* end_at: the hugepage in use whose end takes the head */
     size_t q = n_pages / HPM_PAGES_PER_HP;
