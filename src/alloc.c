@@ -128,14 +128,14 @@ static __attribute__((noinline, cold, noreturn)) void free_bad_block(hpm_span_t 
     _hpm_fatal(fn, p, "double free (block is already free)");
 }
 
-/* b is a formatted block's start and not already free. b lies in one of
- * the slab's pages, so b >= start; below fresh_end the offset is under
- * 2^32 (a slab is at most 64 KiB), where the div_magic test is exact
- * (Lemire, Kaser and Kurz, "Faster remainder by direct computation"). */
+/* b is a formatted block's start and not already free. b lies in the
+ * slab's granule or pages, so b >= start and the offset is under 2^32,
+ * where off * div_magic is k * div_step for block k's start and at least
+ * div_magic otherwise (hpm_class_t): one compare with fresh_lim tests
+ * "a block start" and "formatted" together. */
 static inline bool block_ok(const hpm_span_t *s, void **b) {
     uintptr_t off = (uintptr_t)b - s->start;
-    return (uintptr_t)b < __atomic_load_n(&s->fresh_end, __ATOMIC_RELAXED) && off * s->div_magic < s->div_magic &&
-           (uint64_t)b[1] != hpm_cookie(b);
+    return off * s->div_magic < __atomic_load_n(&s->fresh_lim, __ATOMIC_RELAXED) && (uint64_t)b[1] != hpm_cookie(b);
 }
 
 /* The rare frees that are not a local free into a slab: spans, a thread

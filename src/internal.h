@@ -74,7 +74,15 @@ typedef struct {
     uint32_t slab_pages;
     uint32_t capacity;       /* blocks per slab */
     uint32_t recip;          /* ceil(2^32 / block_bytes), for division by multiply */
-    uint64_t div_magic;      /* ceil(2^64 / block_bytes): n < 2^32 is a multiple of block_bytes iff n * div_magic < div_magic (mod 2^64) */
+    /* div_magic = floor(2^64 / block_bytes) + 1, so block_bytes * div_magic
+     * = 2^64 + div_step with 1 <= div_step <= block_bytes. For n < 2^32,
+     * n * div_magic (mod 2^64) is k * div_step when n is block k's start
+     * and at least div_magic otherwise (Lemire, Kaser and Kurz, "Faster
+     * remainder by direct computation"), so one compare with
+     * fresh * div_step tests both "a block start" and "a formatted block"
+     * (alloc.c, block_ok). */
+    uint64_t div_magic;
+    uint64_t div_step;
 } hpm_class_t;
 
 HPM_INTERNAL extern hpm_class_t _hpm_classes[HPM_CLASSES];
@@ -107,7 +115,7 @@ struct hpm_span_s {
      * they free into the slab. */
     uintptr_t start;
     _Atomic(hpm_heap_t *) owner;    /* NULL when abandoned or not a slab */
-    uintptr_t fresh_end;            /* the end of the formatted blocks: [start, fresh_end) were formatted, the rest never used (slab.c) */
+    uint64_t fresh_lim;             /* formatted blocks (fresh_blocks) * the class's div_step: free's block test (hpm_class_t) */
     uint64_t div_magic;             /* the class's div_magic (block-start check) */
     void *free;                     /* free blocks, LIFO */
     void ***push_to;                /* where a local free pushes: &free, or the owner's hand while it has one (heap.c) */
@@ -128,6 +136,7 @@ struct hpm_span_s {
     uint32_t capacity;
     uint32_t held_blocks;           /* free blocks kept off the free list: their pages were given back */
     uint32_t held_pages_mask;       /* slab pages given back while the slab lives (slab.c) */
+    uint32_t fresh_blocks;          /* blocks [0, fresh_blocks) were formatted, the rest never used (slab.c) */
     uint8_t list;                   /* which heap list it is on (slabs: set with hpm_slab_set_list) */
     uint8_t fixed;                  /* a slab's record in its granule's slot (hpm_slab_guess), not a pooled one */
     uint8_t spaced;                 /* a pooled slab record alone in an HPM_SLOT_BYTES cell (hugepage.c, slab_record_spaced) */
@@ -526,13 +535,11 @@ static inline void hpm_used_add(hpm_heap_t *h, int64_t delta) {
     __atomic_store_n(&h->used_bytes, __atomic_load_n(&h->used_bytes, __ATOMIC_RELAXED) + delta, __ATOMIC_RELAXED);
 }
 
-/* Formatted blocks of a slab, from fresh_end: grows while the slab lives
- * (owner only); other threads read it for blocks they hold, which are
- * below it. The offset is a multiple of block_bytes under 2^32, so the
- * multiply by the reciprocal is exact. */
+/* Formatted blocks of a slab: grows while the slab lives (owner only,
+ * with fresh_lim); other threads read it for blocks they hold, which are
+ * below it. */
 static inline uint32_t hpm_slab_fresh(const hpm_span_t *s) {
-    uintptr_t bytes = __atomic_load_n(&s->fresh_end, __ATOMIC_RELAXED) - s->start;
-    return (uint32_t)((bytes * s->recip) >> 32);
+    return __atomic_load_n(&s->fresh_blocks, __ATOMIC_RELAXED);
 }
 
 /* A slab's list and, with it, when a local free needs the slow path: a

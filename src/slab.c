@@ -32,7 +32,8 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->held_pages_mask = 0;
     hpm_assert((size_t)s->capacity * k->block_bytes < ((size_t)1 << 32));   /* for the div_magic check */
     hpm_assert(s->capacity < UINT16_MAX);   /* used and free_slow_below are 16-bit (internal.h) */
-    __atomic_store_n(&s->fresh_end, s->start, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fresh_blocks, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fresh_lim, 0, __ATOMIC_RELAXED);
     s->free = NULL;
     _hpm_slab_extend(s);
 }
@@ -55,7 +56,8 @@ bool _hpm_slab_extend(hpm_span_t *s) {
         list = b;
     }
     s->free = list;
-    __atomic_store_n(&s->fresh_end, s->start + (uintptr_t)(fresh + n) * s->block_bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fresh_blocks, fresh + n, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fresh_lim, (uint64_t)(fresh + n) * _hpm_classes[s->class_idx].div_step, __ATOMIC_RELAXED);
     return true;
 }
 

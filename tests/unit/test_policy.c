@@ -482,16 +482,26 @@ static void test_checker_finds_damage(void) {
     CHECK(_hpm_check_pageheap(ph, why), "sound again after the damage is undone: %s", why);
 }
 
-/* free()'s block-start test (off * div_magic < div_magic) must agree with
- * off % block_bytes == 0 for every offset inside the largest slab, for
- * every class. */
+/* free()'s block test (alloc.c block_ok: off * div_magic < fresh * div_step)
+ * must accept exactly the starts of blocks 0..fresh-1, for every offset
+ * inside a granule and the largest slab, every class and every count of
+ * formatted blocks from none to a full slab. */
 static void test_block_start_magic(void) {
     size_t wrong = 0, tried = 0;
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         const hpm_class_t *k = &_hpm_classes[c];
+        CHECK(k->div_step >= 1 && k->div_step <= k->block_bytes, "class %u: step %llu for %u-byte blocks", c,
+              (unsigned long long)k->div_step, k->block_bytes);
         size_t end = (size_t)k->slab_pages << HPM_PAGE_SHIFT;
-        for (uint64_t off = 0; off < end + 64; off++, tried++)
-            if ((off * k->div_magic < k->div_magic) != (off % k->block_bytes == 0)) wrong++;
+        if (end < ((size_t)1 << HPM_GRANULE_SHIFT)) end = (size_t)1 << HPM_GRANULE_SHIFT;
+        uint32_t counts[] = {0, 1, 2, k->capacity / 2, k->capacity - 1, k->capacity};
+        for (unsigned i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+            uint64_t lim = (uint64_t)counts[i] * k->div_step;
+            for (uint64_t off = 0; off < end + 64; off++, tried++) {
+                bool want = off % k->block_bytes == 0 && off / k->block_bytes < counts[i];
+                if ((off * k->div_magic < lim) != want) wrong++;
+            }
+        }
     }
     CHECK(wrong == 0, "%zu of %zu offsets judged wrongly", wrong, tried);
 }
