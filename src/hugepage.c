@@ -629,9 +629,9 @@ static unsigned free_end_pages(const hpm_hp_t *hp) {
  * whole ones and r more) can start in the free end of a hugepage in use,
  * r pages before the q empty hugepages that follow it. One pass over the
  * hugepages, lowest first, as find_empty_run: the first such hugepage, or
- * -1 with *empty_at set if q + 1 empty hugepages in a row come first; with
- * grow, when neither is there, the last hugepage in use and new ones after
- * it. -1 if none. Freed, such a span leaves its q hugepages empty (whole,
+ * -1 with *empty_at set if q + 1 empty hugepages in a row come first;
+ * when neither is there, the last hugepage in use and new ones after it
+ * (grown here). -1 if none. Freed, such a span leaves its q hugepages empty (whole,
  * for the cache) and its r pages free at the end of a hugepage, where the
  * next one fits again. A span that took whole hugepages from the start
  * left its r pages at the start of its last hugepage instead, where
@@ -640,7 +640,7 @@ static unsigned free_end_pages(const hpm_hp_t *hp) {
  * hugepages for 13.5 MB live). (The tightest free end instead of the
  * first cost a whole pass per large span: 3x the allocator's time in a
  * churn of 1..9 MiB blocks over 1,000 hugepages.) */
-static long find_end_run(hpm_pageheap_t *ph, size_t n_pages, bool grow, long *empty_at) {
+static long find_end_run(hpm_pageheap_t *ph, size_t n_pages, long *empty_at) {
     size_t q = n_pages / HPM_PAGES_PER_HP;
     unsigned r = (unsigned)(n_pages % HPM_PAGES_PER_HP), end = 0;
     long in_use = -1;   /* in_use: the last hugepage in use, followed by `after` empty ones */
@@ -667,7 +667,6 @@ static long find_end_run(hpm_pageheap_t *ph, size_t n_pages, bool grow, long *em
         }
         if (in_use >= 0 && after == q && end >= r) return in_use;
     }
-    if (!grow) return -1;
     /* the last hugepage in use and the empty ones after it, then new ones in the same arena */
     if (in_use < 0 || end < r || after >= q || ph->top_hp + (q - after) > ph->reserved_hp ||
         _hpm_arena_of_index(ph, (size_t)in_use) != _hpm_arena_of_index(ph, ph->top_hp + (q - after) - 1))
@@ -720,10 +719,7 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
      * ones; then past the top: the end of the last one in use and q new
      * hugepages, or else q + 1 new ones */
     long empty_at = -1;   /* the first q + 1 empty hugepages in a row, below the top */
-    if (head) {
-        end_at = find_end_run(ph, n_pages, false, &empty_at);
-        if (end_at < 0 && empty_at < 0) end_at = find_end_run(ph, n_pages, true, &empty_at);
-    }
+    if (head) end_at = find_end_run(ph, n_pages, &empty_at);
     if (end_at >= 0) {
         first = end_at + 1;
         n_hp = q;   /* the empty hugepages after it */

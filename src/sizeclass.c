@@ -37,7 +37,7 @@ void _hpm_classes_init(void) {
         k->capacity = (k->slab_pages * (uint32_t)HPM_PAGE_BYTES) / k->block_bytes;
         k->recip = (uint32_t)(((1ull << 32) + k->block_bytes - 1) / k->block_bytes);
         k->div_magic = (uint64_t)((((unsigned __int128)1 << 64) / k->block_bytes) + 1);
-        k->div_step = (uint64_t)k->block_bytes * k->div_magic;   /* mod 2^64: 2^64 mod block_bytes, taken from block_bytes */
+        k->div_step = (uint64_t)k->block_bytes * k->div_magic;   /* wraps mod 2^64 to block_bytes - (2^64 mod block_bytes) */
     }
     for (unsigned i = 0; i <= (1024 >> 4); i++) {
         size_t size = i == 0 ? 1 : (size_t)i << 4;

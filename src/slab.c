@@ -19,6 +19,12 @@
 
 uint64_t _hpm_cookie_secret = 0x9e3779b97f4a7c15ull;
 
+/* n blocks are formatted: the count, and free's limit with it (block_ok). */
+static void set_fresh(hpm_span_t *s, uint32_t n) {
+    __atomic_store_n(&s->fresh_blocks, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fresh_lim, (uint64_t)n * _hpm_classes[s->class_idx].div_step, __ATOMIC_RELAXED);
+}
+
 void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     const hpm_class_t *k = &_hpm_classes[cls];
     s->class_idx = (uint8_t)cls;
@@ -32,8 +38,7 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->held_pages_mask = 0;
     hpm_assert((size_t)s->capacity * k->block_bytes < ((size_t)1 << 32));   /* for the div_magic check */
     hpm_assert(s->capacity < UINT16_MAX);   /* used and free_slow_below are 16-bit (internal.h) */
-    __atomic_store_n(&s->fresh_blocks, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fresh_lim, 0, __ATOMIC_RELAXED);
+    set_fresh(s, 0);
     s->free = NULL;
     _hpm_slab_extend(s);
 }
@@ -56,8 +61,7 @@ bool _hpm_slab_extend(hpm_span_t *s) {
         list = b;
     }
     s->free = list;
-    __atomic_store_n(&s->fresh_blocks, fresh + n, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fresh_lim, (uint64_t)(fresh + n) * _hpm_classes[s->class_idx].div_step, __ATOMIC_RELAXED);
+    set_fresh(s, fresh + n);
     return true;
 }
 
