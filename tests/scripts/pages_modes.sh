@@ -16,9 +16,9 @@ ok() { if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $*
 pool=/proc/sys/vm/nr_hugepages
 old_pool=$(cat $pool)
 trap 'echo "$old_pool" > $pool' EXIT
-run() {  # mode -> sets out (program line) and st (stats)
+run() {  # mode [WAIT_HUGE_KIB] -> sets out (program line) and st (stats)
     local mode=$1
-    out=$(HPM_PAGES=$mode HPM_STATS=1 LD_PRELOAD=$lib $prog 64 2>"$tmpf")
+    out=$(HPM_PAGES=$mode HPM_STATS=1 LD_PRELOAD=$lib $prog 64 ${2:-} 2>"$tmpf")
     st=$(cat "$tmpf")
 }
 stat_of() { grep "$1" <<<"$st" | grep -o '[0-9][0-9]*' | head -n 1; }
@@ -31,9 +31,11 @@ trap restore EXIT
 # THP: the heap is huge, unless the kernel itself had no huge page to give
 # at fault time (memory fragmented by what ran before: /proc/vmstat
 # thp_fault_fallback grows); then the heap must at least be THP-eligible.
+# The program waits (up to 5 s) for the collapse of the first hugepages,
+# which the allocator's own thread runs once the heap outgrows them.
 vmstat_of() { awk -v k="$1" '$1 == k {print $2}' /proc/vmstat; }
 fb0=$(vmstat_of thp_fault_fallback)
-run thp
+run thp $((60 * 1024))
 fb1=$(vmstat_of thp_fault_fallback)
 ok grep -q "check=ok" <<<"$out"
 if [[ $(val anon_huge_kib) -ge $((60 * 1024)) ]]; then
