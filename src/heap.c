@@ -578,6 +578,9 @@ static void heap_repair(hpm_heap_t *h) {
  * heap so its slabs can be adopted, and retire those heaps. */
 void _hpm_heap_fork_child(void) {
     _hpm_transfer_fork_child();
+    /* let go first, then make anew: see init.c fork_child */
+    for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_unlock(&abandoned_lock[c]);
+    pthread_mutex_unlock(&heaps_lock);
     for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_init(&abandoned_lock[c], NULL);
     pthread_mutex_init(&heaps_lock, NULL);
     for (hpm_heap_t *h = heaps_all; h; h = h->next_all) {

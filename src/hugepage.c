@@ -113,6 +113,8 @@ static hpm_hp_t *hp_of_addr(hpm_pageheap_t *ph, uintptr_t addr) {
 
 /* ---- backing ---- */
 
+static void collapse_queued(hpm_pageheap_t *ph);
+
 /* A hugepage that was just committed (4 KiB or transparent huge pages). */
 static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     void *addr = (void *)hpm_hp_addr(ph, hp);
@@ -121,12 +123,8 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
      * 4 KiB pages until one more is needed, so a program that allocates a
      * few MiB pays neither 2 MiB faults nor 2 MiB of RSS per hugepage it
      * touches a little (python3 -c pass: issue 11 item 6). Then they are
-     * advised and collapsed, and every hugepage after them is huge from
-     * the start. The collapse waits until the lock is dropped
-     * (hpm_ph_unlock), and in the process's pageheap for a thread of its
-     * own (hpm_collapse_poll); a hugepage released in between is skipped
-     * or at worst faulted back as zeros, which a released hugepage may
-     * hold. */
+     * advised and queued for the collapse, and every hugepage after them
+     * is huge from the start. */
     if (ph_small_start(ph)) {
         /* With THP "always" the kernel would back them huge unasked:
          * MADV_NOHUGEPAGE, until the advice below replaces it. */
@@ -138,14 +136,69 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
         for (size_t i = 0; i < HPM_SMALL_START_HP && i < ph->top_hp; i++) {
             hpm_hp_t *first = hp_at(ph, i);
             if (first->backing != BACK_THP) continue;
-            void *first_addr = (void *)hpm_hp_addr(ph, first);
-            ph->os->thp_advise(first_addr, HPM_HP_BYTES, true);
+            ph->os->thp_advise((void *)hpm_hp_addr(ph, first), HPM_HP_BYTES, true);
             if (first->state != HP_ACTIVE) continue;
-            ph->collapse_addr[ph->collapse_n++] = (uintptr_t)first_addr;
+            ph->collapse_want |= (uint16_t)(1u << i);
+            ph->collapse_ripe &= (uint16_t)~(1u << i);   /* collapsed as they are now */
         }
-        if (ph->collapse_later && ph->collapse_n) atomic_store_explicit(&_hpm_collapse_waiting, 1, memory_order_relaxed);
+        collapse_queued(ph);
     }
     ph->os->thp_advise(addr, HPM_HP_BYTES, ph->page_mode != PAGES_OFF);
+}
+
+/* A hugepage of the small start that a span has just filled to
+ * HPM_RIPE_PAGES used pages: once that many are resident too, it is
+ * collapsed alone, before the heap outgrows the small start. That costs
+ * at most 32 pages of RSS (128 KiB) and backs the rest with one huge page:
+ * a program whose heap stays under 16 MiB and is dense (alloc-test: 5
+ * hugepages with 456 to 512 pages resident each) gets the shorter page
+ * walks without the small start's RSS losses. Each is queued at most
+ * HPM_RIPE_TRIES times, while it is not advised or queued already. */
+static void hp_ripe(hpm_pageheap_t *ph, hpm_hp_t *hp) {
+    if (hp->index >= HPM_SMALL_START_HP || hp->backing != BACK_THP || !ph->os->resident_pages) return;
+    uint16_t bit = (uint16_t)(1u << hp->index);
+    if (((ph->collapse_want | ph->ripe_advised) & bit) || ph->ripe_tries[hp->index] >= HPM_RIPE_TRIES) return;
+    ph->ripe_tries[hp->index]++;
+    ph->collapse_want |= bit;
+    ph->collapse_ripe |= bit;
+    collapse_queued(ph);
+}
+
+/* A hugepage released whole (release.c): one that a ripe collapse
+ * advised while the heap is still small starts small again, like the
+ * others of the small start, the next time it is used. */
+void _hpm_ph_released_unripe(hpm_pageheap_t *ph, hpm_hp_t *hp) {
+    uint16_t bit = (uint16_t)(1u << (hp->index & 15));
+    if (hp->index >= HPM_SMALL_START_HP || !(ph->ripe_advised & bit)) return;
+    ph->ripe_advised &= (uint16_t)~bit;
+    if (ph_small_start(ph)) ph->os->thp_advise((void *)hpm_hp_addr(ph, hp), HPM_HP_BYTES, false);
+}
+
+/* ---- collapse ----
+ * The queue is a bit per hugepage of the small start (collapse_want),
+ * written and taken under the lock. A collapse runs without the lock: in
+ * the thread that unlocks (hpm_ph_unlock) or, for the process's pageheap
+ * (collapse_later), in a thread of its own, started by whichever malloc
+ * polls first (hpm_collapse_poll); that thread takes what is queued until
+ * the queue is empty, so one runs at a time. A hugepage released in
+ * between is skipped, or at worst faulted back as zeros, which a
+ * released hugepage may hold. */
+
+typedef struct {
+    unsigned n;
+    uintptr_t addr[HPM_SMALL_START_HP];
+    bool ripe[HPM_SMALL_START_HP];
+} collapse_batch_t;
+
+/* Take the queue (ph->lock held). */
+static void collapse_take(hpm_pageheap_t *ph, collapse_batch_t *b) {
+    b->n = 0;
+    for (unsigned i = 0; i < HPM_SMALL_START_HP; i++) {
+        if (!(ph->collapse_want & (1u << i))) continue;
+        b->addr[b->n] = hpm_hp_addr(ph, hp_at(ph, i));
+        b->ripe[b->n++] = (ph->collapse_ripe >> i) & 1;
+    }
+    ph->collapse_want = ph->collapse_ripe = 0;
 }
 
 /* Whether the hugepage at addr is still in use (one queued for the
@@ -157,16 +210,38 @@ static bool hp_in_use(hpm_pageheap_t *ph, uintptr_t addr) {
     return active;
 }
 
+/* A ripe hugepage: wait (patient: 1, 2, 4 ... 512 ms, ten looks) until
+ * HPM_RIPE_PAGES of its pages are resident, then advise it huge under the
+ * lock, if the heap is still small and the hugepage still in use. */
+static bool ripe_ready(hpm_pageheap_t *ph, uintptr_t addr, bool patient) {
+    uint64_t wait_ns = 1000000;
+    for (unsigned looks = 1; ph->os->resident_pages((void *)addr, HPM_HP_BYTES) < HPM_RIPE_PAGES; looks++) {
+        if (!patient || looks == 10) return false;
+        ph->os->sleep_ns(wait_ns);
+        wait_ns *= 2;
+    }
+    pthread_mutex_lock(&ph->lock);
+    hpm_hp_t *hp = hp_of_addr(ph, addr);
+    bool ok = ph_small_start(ph) && hp->state == HP_ACTIVE && hp->backing == BACK_THP;
+    if (ok) {
+        ph->os->thp_advise((void *)addr, HPM_HP_BYTES, true);
+        ph->ripe_advised |= (uint16_t)(1u << hp->index);
+    }
+    pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: this runs inside a collapse */
+    return ok;
+}
+
 /* Outside the lock, another thread may be writing the hugepage; the
  * kernel then answers EAGAIN (a transient failure). An impatient caller
  * (a malloc's own thread) tries once more at once. A patient one (the
- * collapse thread, below) waits 1, 2, 4 ... 256 ms between its 10 tries,
- * while the program writes the memory it just got, and skips a hugepage
+ * collapse thread) waits 1, 2, 4 ... 256 ms between its 10 tries, while
+ * the program writes the memory it just got, and skips a hugepage
  * released meanwhile (collapsing it would back 2 MiB of zeros). A
  * hugepage that still fails stays advised for khugepaged. */
-void _hpm_ph_collapse(hpm_pageheap_t *ph, unsigned n, bool patient) {
-    for (unsigned i = 0; i < n; i++) {
-        uintptr_t addr = ph->collapse_addr[i];
+static void collapse_run(hpm_pageheap_t *ph, const collapse_batch_t *b, bool patient) {
+    for (unsigned i = 0; i < b->n; i++) {
+        uintptr_t addr = b->addr[i];
+        if (b->ripe[i] && !ripe_ready(ph, addr, patient)) continue;
         uint64_t wait_ns = 1000000;
         for (unsigned tries = 1;; tries++) {
             if (patient && !hp_in_use(ph, addr)) break;
@@ -177,30 +252,55 @@ void _hpm_ph_collapse(hpm_pageheap_t *ph, unsigned n, bool patient) {
     }
 }
 
+void _hpm_ph_unlock_collapse(hpm_pageheap_t *ph) {
+    collapse_batch_t b;
+    collapse_take(ph, &b);
+    pthread_mutex_unlock(&ph->lock);
+    collapse_run(ph, &b, false);
+}
+
 static void *collapse_main(void *arg) {
     hpm_pageheap_t *ph = arg;
-    _hpm_ph_collapse(ph, ph->collapse_taken, true);
+    collapse_batch_t b;
+    pthread_mutex_lock(&ph->lock);
+    for (;;) {
+        collapse_take(ph, &b);
+        if (b.n == 0) break;
+        pthread_mutex_unlock(&ph->lock);
+        collapse_run(ph, &b, true);
+        pthread_mutex_lock(&ph->lock);
+    }
+    ph->collapse_running = false;
+    pthread_mutex_unlock(&ph->lock);
     return NULL;
 }
 
 _Atomic unsigned char _hpm_collapse_waiting __attribute__((aligned(64)));
 
-/* The queue is written once per process, under the lock, and taken here
- * once: whoever empties it owns the addresses (the thread it starts reads
- * them after pthread_create, which orders the reads after the writes).
- * When no thread can be started, the caller collapses them itself. */
+/* Something was queued (ph->lock held): tell the pollers, unless the
+ * unlock collapses it or a running collapse thread will take it. */
+static void collapse_queued(hpm_pageheap_t *ph) {
+    if (ph->collapse_later && ph->collapse_want && !ph->collapse_running)
+        atomic_store_explicit(&_hpm_collapse_waiting, 1, memory_order_relaxed);
+}
+
+/* When no thread can be started, the caller collapses the queue itself. */
 void _hpm_ph_collapse_start(hpm_pageheap_t *ph) {
     pthread_mutex_lock(&ph->lock);
-    unsigned n = ph->collapse_n;
-    ph->collapse_n = 0;
     atomic_store_explicit(&_hpm_collapse_waiting, 0, memory_order_relaxed);
-    /* Only the taker writes collapse_taken: a second poller that found
-     * the queue empty wrote 0 there while the started thread read it (a
-     * race TSan reported in stress.c's thread churn) */
-    if (n) ph->collapse_taken = n;
-    pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: the queue is ours now */
-    if (n == 0) return;   /* another thread took it */
-    if (ph->os->thread_start(collapse_main, ph) != 0) _hpm_ph_collapse(ph, n, false);
+    bool start = ph->collapse_want && !ph->collapse_running;
+    if (start) ph->collapse_running = true;
+    pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: the queue is for the thread */
+    if (!start || ph->os->thread_start(collapse_main, ph) == 0) return;
+    pthread_mutex_lock(&ph->lock);
+    ph->collapse_running = false;
+    _hpm_ph_unlock_collapse(ph);
+}
+
+/* A forked child has no collapse thread, even if the parent had one. */
+void _hpm_ph_collapse_fork_child(hpm_pageheap_t *ph) {
+    ph->collapse_running = false;
+    collapse_queued(ph);
 }
 
 /* Give a hugepage memory (or at least access) according to the page mode. */
@@ -444,6 +544,7 @@ static void hp_use_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsig
     _hpm_bits_set_range(hp->free_bits, first, n, false);
     _hpm_bits_set_range(hp->dirty_bits, first, n, true);
     hp->used_pages += (uint16_t)n;
+    if (unlikely(hp->used_pages >= HPM_RIPE_PAGES) && ph_small_start(ph)) hp_ripe(ph, hp);
     if (s->kind == SPAN_SLAB) hp->slab_pages += (uint16_t)n;
     ph->used_pages_total += n;
     if (unlikely(!__atomic_load_n(&ph->medium_caching, __ATOMIC_RELAXED)) && ph->used_pages_total >= HPM_SMALL_HEAP_PAGES)

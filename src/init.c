@@ -32,7 +32,13 @@ static void fork_parent(void) {
 
 static void fork_child(void) {
     _hpm_meta_fork_child();
+    /* Each lock is let go first (this thread took it in fork_prepare),
+     * then made anew: ThreadSanitizer keeps a re-created mutex's owner,
+     * and took the child's collapse thread, the first other thread to
+     * lock the pageheap's, for a second locker. */
+    pthread_mutex_unlock(&_hpm_ph.lock);
     _hpm_ph_lock_init(&_hpm_ph);
+    _hpm_ph_collapse_fork_child(&_hpm_ph);
     atomic_store(&background_started, 0);
     _hpm_heap_fork_child();
     if (_hpm_publish_after_fork_child) {

@@ -67,6 +67,8 @@
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
 #define HPM_SMALL_FIRST_ALWAYS_BYTES 512           /* blocks over this: a heap's first slab of the class is small in every program (heap.c) */
 #define HPM_SMALL_START_HP 8                     /* THP mode: the first hugepages (16 MiB) stay on 4 KiB pages until the heap outgrows them */
+#define HPM_RIPE_PAGES 480                       /* ... or until one has this many pages used and resident (15/16): it is collapsed alone */
+#define HPM_RIPE_TRIES 3                         /* times such a hugepage is queued at most */
 #define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
 
 typedef struct {
@@ -216,10 +218,13 @@ typedef struct hpm_pageheap_s {
     bool subrelease;
     bool huge_started;              /* THP mode: hugepage 0 has been advised (see hp_back) */
     bool thp_always;                /* the system's THP mode is "always": the small start must refuse huge pages itself */
-    unsigned collapse_n;            /* hugepages in collapse_addr that wait to be collapsed (hpm_ph_unlock) */
-    bool collapse_later;            /* leave them to hpm_collapse_poll (the process's pageheap, unless HPM_BACKGROUND=0), not to the unlock */
-    unsigned collapse_taken;        /* how many the collapse thread collapses (_hpm_ph_collapse_start) */
-    uintptr_t collapse_addr[HPM_SMALL_START_HP];
+    /* The collapse queue (hugepage.c, "collapse"): bit i stands for hugepage i of the small start. */
+    uint16_t collapse_want;         /* waits to be collapsed (after hpm_ph_unlock, or by the collapse thread) */
+    uint16_t collapse_ripe;         /* ... once its pages are resident: nearly full during the small start */
+    uint16_t ripe_advised;          /* advised huge by such a collapse, while the heap is still small */
+    uint8_t ripe_tries[HPM_SMALL_START_HP];
+    bool collapse_later;            /* leave the queue to hpm_collapse_poll (the process's pageheap, unless HPM_BACKGROUND=0), not to the unlock */
+    bool collapse_running;          /* a collapse thread works through the queue; it takes what is queued meanwhile */
     bool medium_caching;            /* medium span caches on: the heap reached HPM_SMALL_HEAP_PAGES or a second thread took a heap (atomic; never cleared) */
     hpm_span_t *span_free;          /* recycled span structs */
     hpm_span_t *slab_rec_free;      /* recycled spaced slab records (slab_record_spaced) */
@@ -243,32 +248,31 @@ HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
 
 /* Collapse the n hugepages that hp_committed queued (hugepage.c); the
  * caller holds no lock. patient: retry EAGAIN for up to half a second. */
-HPM_INTERNAL void _hpm_ph_collapse(hpm_pageheap_t *ph, unsigned n, bool patient);
+HPM_INTERNAL void _hpm_ph_unlock_collapse(hpm_pageheap_t *ph);
+HPM_INTERNAL void _hpm_ph_released_unripe(hpm_pageheap_t *ph, hpm_hp_t *hp);
 
 /* Drop ph->lock. A collapse that the holder queued runs after the unlock:
  * MADV_COLLAPSE takes 0.5-10 ms per hugepage here, too long to hold the
- * pageheap lock. The queue is written once per process (when
- * huge_started is set), and the thread that empties it owns it. The
- * process's own pageheap sets collapse_later: the queue then waits for
- * hpm_collapse_poll, which hands it to a thread of its own. */
+ * pageheap lock. The process's own pageheap sets collapse_later: the
+ * queue then waits for hpm_collapse_poll, which hands it to a thread of
+ * its own. */
 static inline void hpm_ph_unlock(hpm_pageheap_t *ph) {
-    unsigned n = ph->collapse_n;
-    if (__builtin_expect(n != 0, 0)) {
-        if (ph->collapse_later) n = 0;
-        else ph->collapse_n = 0;
+    if (__builtin_expect(ph->collapse_want != 0, 0) && !ph->collapse_later) {
+        _hpm_ph_unlock_collapse(ph);
+        return;
     }
     pthread_mutex_unlock(&ph->lock);
-    if (__builtin_expect(n != 0, 0)) _hpm_ph_collapse(ph, n, false);
 }
 
-/* The first hugepages' collapse, queued by a commit under the lock, runs
- * in a thread of its own (hugepage.c): a malloc that outgrew them does not
- * wait 2 to 40 ms for it. Called where no allocator state is half changed
+/* The collapse of the small start's hugepages (queued under the lock by
+ * the commit that outgrew them, or one by one as they fill) runs in a
+ * thread of its own (hugepage.c): a malloc does not wait 2 to 40 ms for it. Called where no allocator state is half changed
  * and no lock is held (the ends of the allocation slow paths), since
  * starting a thread allocates. */
 HPM_INTERNAL void _hpm_ph_collapse_start(hpm_pageheap_t *ph);
+HPM_INTERNAL void _hpm_ph_collapse_fork_child(hpm_pageheap_t *ph);
 /* Set while a collapse_later pageheap's queue waits: a line of its own,
- * written twice per process, since a medium malloc polls it on its fast
+ * written a few times per process, since a medium malloc polls it on its fast
  * path and the pageheap's own lines change under every lock holder. */
 HPM_INTERNAL extern _Atomic unsigned char _hpm_collapse_waiting;
 static inline void hpm_collapse_poll(void) {

@@ -107,4 +107,7 @@ void *_hpm_meta_alloc(size_t size_bytes) {
 
 void _hpm_meta_fork_prepare(void) { pthread_mutex_lock(&meta_lock); }
 void _hpm_meta_fork_parent(void) { pthread_mutex_unlock(&meta_lock); }
-void _hpm_meta_fork_child(void) { pthread_mutex_init(&meta_lock, NULL); }
+void _hpm_meta_fork_child(void) {
+    pthread_mutex_unlock(&meta_lock);   /* let go first: see init.c fork_child */
+    pthread_mutex_init(&meta_lock, NULL);
+}

@@ -21,6 +21,7 @@ static bool release_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
                                         : ph->os->release(addr, HPM_HP_BYTES);
     if (e) return false;
     _hpm_arena_release_slots(ph, (uintptr_t)addr);   /* its slabs' records, unused now */
+    _hpm_ph_released_unripe(ph, hp);
     if (hp->backing == BACK_HUGETLB) {
         hp->backing = BACK_NONE;
         ph->hugetlb_hp--;

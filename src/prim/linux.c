@@ -95,6 +95,18 @@ static int linux_collapse(void *addr, size_t size_bytes) {
     return madvise(addr, size_bytes, MADV_COLLAPSE) == 0 ? 0 : errno;
 }
 
+/* mincore in 2 MiB steps (a 512-byte vector on the stack). */
+static size_t linux_resident_pages(const void *addr, size_t size_bytes) {
+    unsigned char vec[HPM_PAGES_PER_HP];
+    size_t n = 0;
+    for (size_t off = 0; off < size_bytes; off += HPM_HP_BYTES) {
+        size_t len = size_bytes - off < HPM_HP_BYTES ? size_bytes - off : HPM_HP_BYTES;
+        if (mincore((char *)addr + off, len, vec) != 0) return 0;
+        for (size_t i = 0; i < (len + HPM_PAGE_BYTES - 1) / HPM_PAGE_BYTES; i++) n += vec[i] & 1;
+    }
+    return n;
+}
+
 static int linux_dontfork(void *addr, size_t size_bytes, bool dontfork) {
     return madvise(addr, size_bytes, dontfork ? MADV_DONTFORK : MADV_DOFORK) == 0 ? 0 : errno;
 }
@@ -229,6 +241,7 @@ const hpm_os_t _hpm_os_linux = {
     .collapse = linux_collapse,
     .dontfork = linux_dontfork,
     .map_shared_named = linux_map_shared_named,
+    .resident_pages = linux_resident_pages,
     .pagemap = linux_pagemap,
     .read_file = linux_read_file,
     .now_ns = linux_now_ns,

@@ -55,6 +55,9 @@ typedef struct hpm_os_s {
      * anonymous memory (PR_SET_VMA_ANON_NAME: /proc/PID/maps then shows
      * "[anon_shmem:name]"; elsewhere "/dev/zero (deleted)"). NULL on failure. */
     void *(*map_shared_named)(void *addr, size_t size_bytes, const char *name);
+    /* How many of the 4 KiB pages of a range are resident (mincore); 0
+     * when that cannot be told. */
+    size_t (*resident_pages)(const void *addr, size_t size_bytes);
     /* Read n /proc/self/pagemap entries starting at addr. Returns 0 or errno. */
     int (*pagemap)(const void *addr, size_t n_pages, uint64_t *entries);
     /* Read a whole small file (e.g. /proc/self/smaps_rollup) into buf,

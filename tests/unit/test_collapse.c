@@ -8,8 +8,12 @@
  *   the heap is in huge pages, the small start included (AnonHugePages);
  * - with HPM_BACKGROUND=0 (no threads of the library's own) the thread
  *   that outgrew them collapses them itself, at once;
- * - every block keeps its contents in both cases.
- * The HPM_BACKGROUND=0 case runs in a re-executed copy of this program. */
+ * - every block keeps its contents in both cases;
+ * - a dense heap that stays inside the small start (6 MiB of blocks) has
+ *   its full hugepages collapsed one by one (ripe, hugepage.c) within 3 s,
+ *   while the rest of the small start stays on 4 KiB pages.
+ * The HPM_BACKGROUND=0 and ripe cases run in re-executed copies of this
+ * program. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -78,6 +82,44 @@ static int run_sync(void) {
     return TEST_DONE();
 }
 
+/* RIPE_MIB of blocks, all written: hugepages 0 to RIPE_MIB / 2 - 1 fill
+ * (the last one partly), and the small start does not end. */
+enum { RIPE_MIB = 6, RIPE_N = (int)(RIPE_MIB * MIB / BLOCK) };
+static int run_ripe(void) {
+    unsigned char **p = malloc(RIPE_N * sizeof *p);
+    CHECK(p != NULL);
+    if (!p) return TEST_DONE();
+    for (int i = 0; i < RIPE_N; i++) {
+        p[i] = malloc(BLOCK);
+        if (!p[i]) { CHECK(0, "block %d", i); return TEST_DONE(); }
+        memset(p[i], i & 0xff, BLOCK);
+    }
+    long kb = 0;
+    for (int i = 0; i < 300 && (kb = huge_kb()) < (long)(4 * MIB / 1024); i++) usleep(10000);
+    printf("ripe: %d collapse calls (%d succeeded), %d in the main thread; AnonHugePages %ld KiB; small start %s\n",
+           atomic_load(&calls), atomic_load(&calls_ok), atomic_load(&calls_in_main), kb,
+           _hpm_ph.huge_started ? "ended" : "goes on");
+    CHECK(!_hpm_ph.huge_started, "%d MiB of blocks stay in the small start", RIPE_MIB);
+    CHECK(atomic_load(&calls_in_main) == 0, "no collapse in the main thread");
+    /* hugepage 0 holds the pointer array too; at least two are full of blocks */
+    CHECK(kb >= (long)(4 * MIB / 1024), "AnonHugePages %ld KiB after 3 s", kb);
+    CHECK(kb <= (long)(RIPE_MIB * MIB / 1024) + 2048, "AnonHugePages %ld KiB: only the full ones", kb);
+    int bad = 0;
+    for (int i = 0; i < RIPE_N; i++)
+        if (p[i][0] != (unsigned char)(i & 0xff) || p[i][BLOCK - 1] != (unsigned char)(i & 0xff)) bad++;
+    CHECK(bad == 0, "%d blocks lost their contents", bad);
+    return TEST_DONE();
+}
+
+static int rerun(const char *argv0, const char *env, const char *arg) {
+    fflush(stdout);
+    char self[4096], cmd[4200];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[len > 0 ? len : 0] = 0;
+    snprintf(cmd, sizeof cmd, "%s '%s' %s", env, len > 0 ? self : argv0, arg);
+    return system(cmd);
+}
+
 int main(int argc, char **argv) {
     char thp[128] = "";
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
@@ -88,6 +130,7 @@ int main(int argc, char **argv) {
         return TEST_DONE();
     }
     if (argc > 1 && !strcmp(argv[1], "sync")) return run_sync();
+    if (argc > 1 && !strcmp(argv[1], "ripe")) return run_ripe();
 
     unsigned char **p = fill();
     CHECK(p != NULL, "%d MiB of blocks", HEAP_MIB);
@@ -108,12 +151,9 @@ int main(int argc, char **argv) {
     CHECK(lost(p) == 0, "%d blocks lost their contents", lost(p));
 
     /* the same without background threads, in a fresh process */
-    fflush(stdout);
-    char self[4096], cmd[4200];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[len > 0 ? len : 0] = 0;
-    snprintf(cmd, sizeof cmd, "HPM_BACKGROUND=0 '%s' sync", len > 0 ? self : argv[0]);
-    int st = system(cmd);
+    int st = rerun(argv[0], "HPM_BACKGROUND=0", "sync");
     CHECK(st == 0, "the HPM_BACKGROUND=0 run exited with %d", st);
+    st = rerun(argv[0], "", "ripe");
+    CHECK(st == 0, "the ripe run exited with %d", st);
     return TEST_DONE();
 }

@@ -50,6 +50,14 @@ static int fake_thread_start(void *(*fn)(void *), void *arg) {
     return 0;
 }
 static void fake_sleep(uint64_t ns) { sleeps++; slept_ns += ns; }
+/* Resident pages of any hugepage: resident_seq[] one look after another
+ * while it lasts, then resident_now. */
+static size_t resident_now, resident_seq[4], resident_seq_n, resident_looks;
+static size_t fake_resident(const void *a, size_t n) {
+    (void)a; (void)n;
+    size_t i = resident_looks++;
+    return i < resident_seq_n ? resident_seq[i] : resident_now;
+}
 static uint64_t fake_now(void) { return fake_now_ns; }
 
 static hpm_os_t fake_os;
@@ -57,7 +65,7 @@ static hpm_os_t fake_os;
 static void reset_log(void) {
     commits = advises = advises_off = releases = release_whole_hp = collapses = slot_releases = 0;
     eagain_left = thread_starts = fail_thread_start = sleeps = 0;
-    released_bytes = 0;
+    released_bytes = resident_now = resident_seq_n = resident_looks = 0;
     slept_ns = 0;
 }
 
@@ -74,6 +82,7 @@ static hpm_pageheap_t *new_ph(void) {
     fake_os.thread_start = fake_thread_start;
     fake_os.thp_mode = fake_thp_mode;
     fake_os.sleep_ns = fake_sleep;
+    fake_os.resident_pages = fake_resident;
     fake_os.now_ns = fake_now;
     CHECK(_hpm_ph_init(&ph, &fake_os, (size_t)4 << 30, PAGES_THP) == 0);
     cur_ph = &ph;
@@ -119,6 +128,8 @@ static void test_fill_before_break(void) {
     CHECK(i && hp_index(ph, i) == 3 && ph->cache_count == 0 && ph->top_hp == 4);
 }
 
+#define ALL_SMALL_START ((1u << HPM_SMALL_START_HP) - 1)
+
 /* THP mode: the first HPM_SMALL_START_HP hugepages start on 4 KiB pages;
  * the next one advises and collapses them, and is advised itself. */
 static void test_small_start(void) {
@@ -131,14 +142,16 @@ static void test_small_start(void) {
     }
     hpm_span_t *b = alloc(ph, 500, SPAN_SLAB);
     CHECK(b && hp_index(ph, b) == HPM_SMALL_START_HP);
-    /* the collapse waits for the lock to be dropped (it takes ms) */
-    CHECK(advises == HPM_SMALL_START_HP + 1 && collapses == 0 && ph->collapse_n == HPM_SMALL_START_HP &&
-          ph->huge_started, "advises %d collapses %d queued %u", advises, collapses, ph->collapse_n);
-    for (unsigned i = 0; i < HPM_SMALL_START_HP; i++)
-        CHECK(ph->collapse_addr[i] == ph->base + ((uintptr_t)i << HPM_HP_SHIFT), "queued %u is hugepage %u", i, i);
+    /* the collapse waits for the lock to be dropped (it takes ms); the
+     * hugepages that were queued as ripe (500 pages used each) are now
+     * collapsed as they are, without a look at their residency */
+    CHECK(advises == HPM_SMALL_START_HP + 1 && collapses == 0 && ph->collapse_want == ALL_SMALL_START &&
+          ph->collapse_ripe == 0 && ph->huge_started, "advises %d collapses %d queued %#x (ripe %#x)", advises, collapses,
+          ph->collapse_want, ph->collapse_ripe);
     pthread_mutex_lock(&ph->lock);
     hpm_ph_unlock(ph);
-    CHECK(collapses == HPM_SMALL_START_HP && ph->collapse_n == 0, "collapsed after the unlock: %d", collapses);
+    CHECK(collapses == HPM_SMALL_START_HP && ph->collapse_want == 0 && resident_looks == 0, "collapsed after the unlock: %d",
+          collapses);
     hpm_span_t *c = alloc(ph, 500, SPAN_SLAB);
     CHECK(c && advises == HPM_SMALL_START_HP + 2 && collapses == HPM_SMALL_START_HP, "later hugepages advised once each");
 }
@@ -157,8 +170,8 @@ static void test_small_start_always(void) {
               advises_off, advises);
     }
     hpm_span_t *b = alloc(ph, 500, SPAN_SLAB);
-    CHECK(b && advises == HPM_SMALL_START_HP + 1 && advises_off == HPM_SMALL_START_HP && ph->collapse_n == HPM_SMALL_START_HP,
-          "then as in madvise mode: %d on, %d off, %u queued", advises, advises_off, ph->collapse_n);
+    CHECK(b && advises == HPM_SMALL_START_HP + 1 && advises_off == HPM_SMALL_START_HP && ph->collapse_want == ALL_SMALL_START,
+          "then as in madvise mode: %d on, %d off, %#x queued", advises, advises_off, ph->collapse_want);
     pthread_mutex_lock(&ph->lock);
     hpm_ph_unlock(ph);
     CHECK(collapses == HPM_SMALL_START_HP);
@@ -184,16 +197,17 @@ static void test_collapse_later(void) {
     hpm_pageheap_t *ph = new_ph();
     hpm_span_t *first[HPM_SMALL_START_HP];
     hpm_span_t *b = small_start_filled(ph, first);
-    CHECK(b && ph->collapse_n == HPM_SMALL_START_HP, "queued %u", ph->collapse_n);
+    CHECK(b && ph->collapse_want == ALL_SMALL_START, "queued %#x", ph->collapse_want);
     CHECK(atomic_load(&_hpm_collapse_waiting) == 1, "the flag the slow paths poll is set");
     pthread_mutex_lock(&ph->lock);
     hpm_ph_unlock(ph);
-    CHECK(collapses == 0 && ph->collapse_n == HPM_SMALL_START_HP, "the unlock left the queue: %d collapses", collapses);
+    CHECK(collapses == 0 && ph->collapse_want == ALL_SMALL_START, "the unlock left the queue: %d collapses", collapses);
     _hpm_ph_free_span(ph, first[2]);   /* hugepage 2 empties before the thread gets to it */
     CHECK(ph->hps[2].state != HP_ACTIVE);
     eagain_left = 3;                    /* hugepage 0 answers EAGAIN three times */
     _hpm_ph_collapse_start(ph);
-    CHECK(thread_starts == 1 && ph->collapse_n == 0, "one thread, queue taken: %d, %u", thread_starts, ph->collapse_n);
+    CHECK(thread_starts == 1 && ph->collapse_want == 0 && !ph->collapse_running, "one thread, queue taken: %d, %#x",
+          thread_starts, ph->collapse_want);
     CHECK(atomic_load(&_hpm_collapse_waiting) == 0, "the polled flag is clear once the queue is taken");
     const int once_each = HPM_SMALL_START_HP - 1;   /* every hugepage but 2, hugepage 0 after 3 EAGAIN */
     CHECK(collapses == 3 + once_each, "hugepage 0 (3 EAGAIN), the others once, not 2: %d calls", collapses);
@@ -203,13 +217,124 @@ static void test_collapse_later(void) {
 
     ph = new_ph();
     b = small_start_filled(ph, first);
-    CHECK(b && ph->collapse_n == HPM_SMALL_START_HP);
+    CHECK(b && ph->collapse_want == ALL_SMALL_START);
     fail_thread_start = 1;
     eagain_left = 4;                    /* the caller tries each hugepage twice and does not wait */
     _hpm_ph_collapse_start(ph);
-    CHECK(thread_starts == 1 && ph->collapse_n == 0 && sleeps == 0, "starts %d, sleeps %d", thread_starts, sleeps);
+    CHECK(thread_starts == 1 && ph->collapse_want == 0 && !ph->collapse_running && sleeps == 0, "starts %d, sleeps %d",
+          thread_starts, sleeps);
     CHECK(collapses == 2 + 2 + (HPM_SMALL_START_HP - 2), "two tries for hugepages 0 and 1, one for the others: %d",
           collapses);
+}
+
+/* During the small start a hugepage filled to HPM_RIPE_PAGES used pages
+ * is queued for a collapse of its own, which waits until as many pages are
+ * resident: an impatient unlock looks once, the collapse thread looks ten
+ * times with growing waits. Once advised, or queued HPM_RIPE_TRIES times,
+ * it is not queued again; released whole while the heap is still small,
+ * it loses its advice; past the small start nothing is ripe. */
+static void unlock_now(hpm_pageheap_t *ph) {
+    pthread_mutex_lock(&ph->lock);
+    hpm_ph_unlock(ph);
+}
+
+static void test_small_start_ripe(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *a = alloc(ph, HPM_RIPE_PAGES - 10, SPAN_SLAB);
+    CHECK(a && ph->collapse_want == 0, "%d pages used: not ripe", HPM_RIPE_PAGES - 10);
+    hpm_span_t *b = alloc(ph, 20, SPAN_SLAB);   /* the fullest that fits: hugepage 0 */
+    CHECK(b && hp_index(ph, b) == 0 && ph->collapse_want == 1 && ph->collapse_ripe == 1 && ph->ripe_tries[0] == 1,
+          "ripe: queued %#x ripe %#x tries %u", ph->collapse_want, ph->collapse_ripe, ph->ripe_tries[0]);
+    resident_now = HPM_RIPE_PAGES - 1;
+    unlock_now(ph);
+    CHECK(resident_looks == 1 && advises == 0 && collapses == 0 && ph->collapse_want == 0,
+          "one look, too few resident: %zu looks, %d advises, %d collapses", resident_looks, advises, collapses);
+    hpm_span_t *c = alloc(ph, 5, SPAN_SLAB);
+    CHECK(c && ph->collapse_want == 1 && ph->ripe_tries[0] == 2, "queued again: %#x, tries %u", ph->collapse_want,
+          ph->ripe_tries[0]);
+    resident_now = HPM_RIPE_PAGES;
+    unlock_now(ph);
+    CHECK(advises == 1 && collapses == 1 && ph->ripe_advised == 1 && ph->collapse_want == 0,
+          "advised and collapsed alone: %d, %d, advised %#x", advises, collapses, ph->ripe_advised);
+    hpm_span_t *d = alloc(ph, 5, SPAN_SLAB);
+    CHECK(d && ph->collapse_want == 0, "advised: not queued again");
+
+    /* hugepage 1: queued at most HPM_RIPE_TRIES times */
+    resident_now = 0;
+    hpm_span_t *e = alloc(ph, 500, SPAN_MEDIUM);
+    CHECK(e && hp_index(ph, e) == 1);
+    unsigned queued = ph->collapse_want == 2;
+    hpm_span_t *one[HPM_RIPE_TRIES + 2];
+    for (int i = 0; i < HPM_RIPE_TRIES + 2; i++) {
+        unlock_now(ph);
+        one[i] = alloc(ph, 1, SPAN_MEDIUM);   /* into hugepage 0 or 1, both 500 used */
+        CHECK(one[i] != NULL);
+        queued += (ph->collapse_want & 2) != 0;
+    }
+    CHECK(queued == HPM_RIPE_TRIES && ph->ripe_tries[1] == HPM_RIPE_TRIES && collapses == 1, "queued %u times", queued);
+    unlock_now(ph);
+
+    /* hugepage 0, emptied and released, is committed again without the advice */
+    hpm_span_t *f = alloc(ph, 512, SPAN_MEDIUM);   /* hugepage 2 */
+    CHECK(f && hp_index(ph, f) == 2);
+    _hpm_ph_free_span(ph, a);
+    _hpm_ph_free_span(ph, b);
+    _hpm_ph_free_span(ph, c);
+    _hpm_ph_free_span(ph, d);
+    for (int i = 0; i < HPM_RIPE_TRIES + 2; i++)
+        if (one[i] && hp_index(ph, one[i]) == 0) _hpm_ph_free_span(ph, one[i]);
+    _hpm_ph_free_span(ph, f);                       /* two cached: 0, and 2 the newest (kept) */
+    fake_now_ns += 2000ull * 1000000;
+    ph->last_release_check_ns = 0;
+    _hpm_ph_release_tick(ph, fake_now_ns);
+    CHECK(ph->hps[0].state == HP_RELEASED && advises_off == 1 && ph->ripe_advised == 0,
+          "hugepage 0 released (state %u) with its advice taken back (%d)", ph->hps[0].state, advises_off);
+    hpm_span_t *g = alloc(ph, 100, SPAN_SLAB), *h = alloc(ph, 512, SPAN_SLAB);
+    CHECK(g && h && ph->hps[0].state == HP_ACTIVE && (ph->collapse_want & 1) && ph->ripe_tries[0] == 3,
+          "used again and ripe again: queued %#x", ph->collapse_want);
+    unlock_now(ph);
+
+    /* the collapse thread (collapse_later) waits 1 and 2 ms for residency */
+    ph = new_ph();
+    ph->collapse_later = true;
+    atomic_store(&_hpm_collapse_waiting, 0);
+    CHECK(alloc(ph, 500, SPAN_SLAB) != NULL && ph->collapse_want == 1);
+    CHECK(atomic_load(&_hpm_collapse_waiting) == 1, "the pollers are told");
+    unlock_now(ph);
+    CHECK(collapses == 0 && resident_looks == 0, "the unlock leaves it to the thread");
+    resident_seq[0] = 0;
+    resident_seq[1] = 100;
+    resident_seq_n = 2;
+    resident_now = HPM_PAGES_PER_HP;
+    _hpm_ph_collapse_start(ph);
+    CHECK(thread_starts == 1 && resident_looks == 3 && sleeps == 2 && slept_ns == 3000000ull && collapses == 1 &&
+              advises == 1 && !ph->collapse_running,
+          "%d starts, %zu looks, %d sleeps (%llu ns), %d collapses", thread_starts, resident_looks, sleeps,
+          (unsigned long long)slept_ns, collapses);
+    /* ... and gives up after ten looks */
+    resident_now = 0;
+    CHECK(alloc(ph, 500, SPAN_SLAB) != NULL && ph->collapse_want == 2);
+    _hpm_ph_collapse_start(ph);
+    CHECK(resident_looks == 3 + 10 && collapses == 1 && advises == 1 && ph->ripe_advised == 1,
+          "%zu looks, %d collapses", resident_looks, collapses);
+    /* a running thread takes what is queued meanwhile: nobody is told;
+     * a forked child has no such thread, and tells */
+    ph->collapse_running = true;
+    atomic_store(&_hpm_collapse_waiting, 0);
+    CHECK(alloc(ph, 1, SPAN_SLAB) != NULL && ph->collapse_want == 2 && atomic_load(&_hpm_collapse_waiting) == 0,
+          "queued %#x for the running thread", ph->collapse_want);
+    _hpm_ph_collapse_start(ph);
+    CHECK(thread_starts == 2 && ph->collapse_want == 2, "a poll starts no second thread");
+    _hpm_ph_collapse_fork_child(ph);
+    CHECK(!ph->collapse_running && atomic_load(&_hpm_collapse_waiting) == 1, "the child's pollers are told");
+    _hpm_ph_collapse_start(ph);
+    CHECK(thread_starts == 3 && ph->collapse_want == 0 && !ph->collapse_running, "the child starts its own");
+    atomic_store(&_hpm_collapse_waiting, 0);
+
+    /* past the small start nothing is ripe */
+    ph = new_ph();
+    ph->huge_started = true;
+    CHECK(alloc(ph, 512, SPAN_SLAB) != NULL && ph->collapse_want == 0);
 }
 
 /* Hybrids are counted, and new mixed use goes to a hybrid before a clean
@@ -541,6 +666,7 @@ int main(void) {
     test_fill_before_break();
     test_small_start();
     test_collapse_later();
+    test_small_start_ripe();
     test_small_start_always();
     test_hybrid();
     test_small_start_mixes();
