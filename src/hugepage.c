@@ -155,7 +155,7 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
  * walks without the small start's RSS losses. Each is queued at most
  * HPM_RIPE_TRIES times, while it is not advised or queued already. */
 static void hp_ripe(hpm_pageheap_t *ph, hpm_hp_t *hp) {
-    if (hp->index >= HPM_SMALL_START_HP || hp->backing != BACK_THP || !ph->os->resident_pages) return;
+    if (hp->index >= HPM_SMALL_START_HP || hp->backing != BACK_THP || !ph->os->resident_pages || ph->ripe_off) return;
     uint16_t bit = (uint16_t)(1u << hp->index);
     if (((ph->collapse_want | ph->ripe_advised) & bit) || ph->ripe_tries[hp->index] >= HPM_RIPE_TRIES) return;
     ph->ripe_tries[hp->index]++;
@@ -297,10 +297,15 @@ void _hpm_ph_collapse_start(hpm_pageheap_t *ph) {
     _hpm_ph_unlock_collapse(ph);
 }
 
-/* A forked child has no collapse thread, even if the parent had one. */
+/* A forked child has no collapse thread, even if the parent had one, and
+ * collapses no ripe hugepage: its pages are the parent's until written,
+ * and a collapse would copy all 512 (a prefork server's workers would
+ * each pay 2 MiB for what they share). What the parent queued is the
+ * parent's to do. */
 void _hpm_ph_collapse_fork_child(hpm_pageheap_t *ph) {
     ph->collapse_running = false;
-    collapse_queued(ph);
+    ph->collapse_want = ph->collapse_ripe = 0;
+    ph->ripe_off = true;
 }
 
 /* Give a hugepage memory (or at least access) according to the page mode. */

@@ -225,6 +225,7 @@ typedef struct hpm_pageheap_s {
     uint8_t ripe_tries[HPM_SMALL_START_HP];
     bool collapse_later;            /* leave the queue to hpm_collapse_poll (the process's pageheap, unless HPM_BACKGROUND=0), not to the unlock */
     bool collapse_running;          /* a collapse thread works through the queue; it takes what is queued meanwhile */
+    bool ripe_off;                  /* no ripe collapses: a forked child (its pages are shared with the parent) */
     bool medium_caching;            /* medium span caches on: the heap reached HPM_SMALL_HEAP_PAGES or a second thread took a heap (atomic; never cleared) */
     hpm_span_t *span_free;          /* recycled span structs */
     hpm_span_t *slab_rec_free;      /* recycled spaced slab records (slab_record_spaced) */

@@ -11,7 +11,8 @@
  * - every block keeps its contents in both cases;
  * - a dense heap that stays inside the small start (6 MiB of blocks) has
  *   its full hugepages collapsed one by one (ripe, hugepage.c) within 3 s,
- *   while the rest of the small start stays on 4 KiB pages.
+ *   while the rest of the small start stays on 4 KiB pages, and a forked
+ *   child that fills the next hugepage as densely collapses nothing.
  * The HPM_BACKGROUND=0 and ripe cases run in re-executed copies of this
  * program. */
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "internal.h"
 #include "testhelper.h"
@@ -108,6 +110,24 @@ static int run_ripe(void) {
     for (int i = 0; i < RIPE_N; i++)
         if (p[i][0] != (unsigned char)(i & 0xff) || p[i][BLOCK - 1] != (unsigned char)(i & 0xff)) bad++;
     CHECK(bad == 0, "%d blocks lost their contents", bad);
+
+    /* A forked child fills the next hugepage as densely: it must not
+     * collapse it (its pages are the parent's until written). */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int before = atomic_load(&calls), n = (int)(2 * MIB / BLOCK);
+        for (int i = 0; i < n; i++) {
+            unsigned char *b = malloc(BLOCK);
+            if (!b) _exit(2);
+            memset(b, 1, BLOCK);
+        }
+        usleep(1500000);   /* the parent's collapses came within 50 ms */
+        _exit(atomic_load(&calls) == before && !_hpm_ph.huge_started ? 0 : 1);
+    }
+    int st = -1;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "a forked child that fills a hugepage collapses nothing (status %d)", st);
     return TEST_DONE();
 }
 
