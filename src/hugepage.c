@@ -210,25 +210,35 @@ static bool hp_in_use(hpm_pageheap_t *ph, uintptr_t addr) {
     return active;
 }
 
+/* Whether a ripe hugepage may still be collapsed alone: the heap is
+ * still small and the hugepage in use. With advise set, it is advised
+ * huge too (under the lock, so a release cannot come in between). */
+static bool ripe_still(hpm_pageheap_t *ph, uintptr_t addr, bool advise) {
+    pthread_mutex_lock(&ph->lock);
+    hpm_hp_t *hp = hp_of_addr(ph, addr);
+    bool ok = ph_small_start(ph) && hp->state == HP_ACTIVE && hp->backing == BACK_THP;
+    if (ok && advise) {
+        ph->os->thp_advise((void *)addr, HPM_HP_BYTES, true);
+        ph->ripe_advised |= (uint16_t)(1u << hp->index);
+    }
+    pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: this runs inside a collapse */
+    return ok;
+}
+
 /* A ripe hugepage: wait (patient: 1, 2, 4 ... 512 ms, ten looks) until
- * HPM_RIPE_PAGES of its pages are resident, then advise it huge under the
- * lock, if the heap is still small and the hugepage still in use. */
+ * HPM_RIPE_PAGES of its pages are resident, then advise it. The wait
+ * ends early when the heap outgrows the small start (that queues the
+ * hugepage again, to be collapsed as it is, which the thread then takes
+ * without waiting out these looks) or the hugepage is emptied. */
 static bool ripe_ready(hpm_pageheap_t *ph, uintptr_t addr, bool patient) {
     uint64_t wait_ns = 1000000;
     for (unsigned looks = 1; ph->os->resident_pages((void *)addr, HPM_HP_BYTES) < HPM_RIPE_PAGES; looks++) {
         if (!patient || looks == 10) return false;
         ph->os->sleep_ns(wait_ns);
         wait_ns *= 2;
+        if (!ripe_still(ph, addr, false)) return false;
     }
-    pthread_mutex_lock(&ph->lock);
-    hpm_hp_t *hp = hp_of_addr(ph, addr);
-    bool ok = ph_small_start(ph) && hp->state == HP_ACTIVE && hp->backing == BACK_THP;
-    if (ok) {
-        ph->os->thp_advise((void *)addr, HPM_HP_BYTES, true);
-        ph->ripe_advised |= (uint16_t)(1u << hp->index);
-    }
-    pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: this runs inside a collapse */
-    return ok;
+    return ripe_still(ph, addr, true);
 }
 
 /* Outside the lock, another thread may be writing the hugepage; the

@@ -49,7 +49,12 @@ static int fake_thread_start(void *(*fn)(void *), void *arg) {
     fn(arg);
     return 0;
 }
-static void fake_sleep(uint64_t ns) { sleeps++; slept_ns += ns; }
+static void (*sleep_hook)(void);   /* what happens elsewhere while the collapse thread sleeps */
+static void fake_sleep(uint64_t ns) {
+    sleeps++;
+    slept_ns += ns;
+    if (sleep_hook) sleep_hook();
+}
 /* Resident pages of any hugepage: resident_seq[] one look after another
  * while it lasts, then resident_now. */
 static size_t resident_now, resident_seq[4], resident_seq_n, resident_looks;
@@ -239,6 +244,15 @@ static void unlock_now(hpm_pageheap_t *ph) {
     hpm_ph_unlock(ph);
 }
 
+/* What the commit that outgrows the small start does to hugepage 1 (the
+ * one test_small_start_ripe's collapse thread waits for): advised, queued
+ * as it is. */
+static void outgrow_small_start(void) {
+    cur_ph->huge_started = true;
+    cur_ph->collapse_want |= 2;
+    cur_ph->collapse_ripe &= (uint16_t)~2u;
+}
+
 static void test_small_start_ripe(void) {
     hpm_pageheap_t *ph = new_ph();
     hpm_span_t *a = alloc(ph, HPM_RIPE_PAGES - 10, SPAN_SLAB);
@@ -318,6 +332,17 @@ static void test_small_start_ripe(void) {
     _hpm_ph_collapse_start(ph);
     CHECK(resident_looks == 3 + 10 && collapses == 1 && advises == 1 && ph->ripe_advised == 1,
           "%zu looks, %d collapses", resident_looks, collapses);
+    /* the heap outgrows the small start while the thread waits: it stops
+     * looking, and collapses hugepage 2 as it is, queued by the huge start */
+    CHECK(alloc(ph, 1, SPAN_SLAB) != NULL && ph->collapse_want == 2, "queued %#x", ph->collapse_want);
+    sleep_hook = outgrow_small_start;
+    int sleeps_before = sleeps;
+    _hpm_ph_collapse_start(ph);
+    sleep_hook = NULL;
+    CHECK(sleeps == sleeps_before + 1 && resident_looks == 3 + 10 + 1 && collapses == 2 && advises == 1 &&
+              ph->collapse_want == 0,
+          "%d sleeps, %zu looks, %d collapses, %d advises", sleeps - sleeps_before, resident_looks, collapses, advises);
+    ph->huge_started = false;
     /* a running thread takes what is queued meanwhile: nobody is told;
      * a forked child has no such thread and drops the queue */
     ph->collapse_running = true;
@@ -325,11 +350,11 @@ static void test_small_start_ripe(void) {
     CHECK(alloc(ph, 1, SPAN_SLAB) != NULL && ph->collapse_want == 2 && atomic_load(&_hpm_collapse_waiting) == 0,
           "queued %#x for the running thread", ph->collapse_want);
     _hpm_ph_collapse_start(ph);
-    CHECK(thread_starts == 2 && ph->collapse_want == 2, "a poll starts no second thread");
+    CHECK(thread_starts == 3 && ph->collapse_want == 2, "a poll starts no second thread");
     _hpm_ph_collapse_fork_child(ph);
     CHECK(!ph->collapse_running && ph->collapse_want == 0 && ph->ripe_off, "the child drops the parent's queue");
     _hpm_ph_collapse_start(ph);
-    CHECK(thread_starts == 2, "and starts no thread for it");
+    CHECK(thread_starts == 3, "and starts no thread for it");
     CHECK(alloc(ph, 500, SPAN_SLAB) != NULL && ph->collapse_want == 0, "nor queues a ripe hugepage of its own");
     atomic_store(&_hpm_collapse_waiting, 0);
 
