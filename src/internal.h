@@ -23,7 +23,7 @@
  *   stats.c                                counters, pulled from the layers below
  *   heap.c spancache.c remote.c transfer.c   per-thread heaps, fast paths, remote frees, medium caches
  *   slab.c                                 slab setup and free-list collection
- *   hugepage.c filler.c release.c arena.c meta.c bits.h   the pageheap, its arenas, metadata memory
+ *   hugepage.c collapse.c filler.c release.c arena.c meta.c bits.h   the pageheap, its collapses, arenas, metadata memory
  *   options.c sizeclass.c message.c        option values, size classes, messages
  *   lockorder.c                            the lock-order check (debug builds)
  *   prim/                                  the OS table
@@ -242,6 +242,12 @@ typedef struct hpm_pageheap_s {
     void (*on_change)(const struct hpm_pageheap_s *ph);
 } hpm_pageheap_t;
 
+/* THP mode before the first hugepages are advised: the heap still runs on
+ * 4 KiB pages (hugepage.c, hp_committed). */
+static inline bool hpm_ph_small_start(const hpm_pageheap_t *ph) {
+    return ph->page_mode == PAGES_THP && !ph->huge_started;
+}
+
 /* The pageheap's counts changed (the caller holds ph->lock). */
 static inline void hpm_ph_changed(hpm_pageheap_t *ph) { if (ph->on_change) ph->on_change(ph); }
 
@@ -249,8 +255,14 @@ HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
 
 /* Collapse the n hugepages that hp_committed queued (hugepage.c); the
  * caller holds no lock. patient: retry EAGAIN for up to half a second. */
-HPM_INTERNAL void _hpm_ph_unlock_collapse(hpm_pageheap_t *ph);
+/* collapse.c: the queue of the small start's collapses (all under ph->lock
+ * but the unlock): a hugepage that just ripened, what the commit that
+ * ends the small start queued (tell the pollers), a hugepage released
+ * whole, the unlock that collapses what is queued. */
+HPM_INTERNAL void _hpm_ph_ripe(hpm_pageheap_t *ph, hpm_hp_t *hp);
+HPM_INTERNAL void _hpm_ph_collapse_queued(hpm_pageheap_t *ph);
 HPM_INTERNAL void _hpm_ph_released_unripe(hpm_pageheap_t *ph, hpm_hp_t *hp);
+HPM_INTERNAL void _hpm_ph_unlock_collapse(hpm_pageheap_t *ph);
 
 /* Drop ph->lock. A collapse that the holder queued runs after the unlock:
  * MADV_COLLAPSE takes 0.5-10 ms per hugepage here, too long to hold the
@@ -431,6 +443,11 @@ HPM_INTERNAL int _hpm_arena_add(hpm_pageheap_t *ph, size_t need_hp, size_t align
 /* The arena holding index idx, or the address addr; NULL if none. */
 HPM_INTERNAL hpm_arena_t *_hpm_arena_of_index(hpm_pageheap_t *ph, size_t idx);
 HPM_INTERNAL hpm_arena_t *_hpm_arena_of_addr(hpm_pageheap_t *ph, uintptr_t addr);
+/* The hugepage holding addr (an address inside the heap). */
+static inline hpm_hp_t *hpm_hp_of_addr(hpm_pageheap_t *ph, uintptr_t addr) {
+    hpm_arena_t *a = _hpm_arena_of_addr(ph, addr);
+    return &ph->hps[a->first_hp + ((addr - a->base) >> HPM_HP_SHIFT)];
+}
 /* Make the page map cover [from, to) (map chunks committed, published). */
 HPM_INTERNAL int _hpm_map_cover(hpm_pageheap_t *ph, hpm_arena_t *a, uintptr_t from, uintptr_t to);
 /* The map entries of the 512 pages of hugepage hp. */

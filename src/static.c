@@ -17,6 +17,7 @@
 #include "sizeclass.c"
 #include "filler.c"
 #include "hugepage.c"
+#include "collapse.c"
 #include "release.c"
 #include "slab.c"
 #include "spancache.c"

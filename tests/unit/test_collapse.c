@@ -10,7 +10,7 @@
  *   that outgrew them collapses them itself, at once;
  * - every block keeps its contents in both cases;
  * - a dense heap that stays inside the small start (6 MiB of blocks) has
- *   its full hugepages collapsed one by one (ripe, hugepage.c) within 3 s,
+ *   its full hugepages collapsed one by one (ripe, collapse.c) within 3 s,
  *   while the rest of the small start stays on 4 KiB pages, and a forked
  *   child that fills the next hugepage as densely collapses nothing.
  * The HPM_BACKGROUND=0 and ripe cases run in re-executed copies of this

@@ -1,4 +1,4 @@
-/* test_policy.c: unit tests of the hugepage policy (hugepage.c, filler.c,
+/* test_policy.c: unit tests of the hugepage policy (hugepage.c, collapse.c, filler.c,
  * release.c) against a fake OS and a fake clock. The pageheap under test
  * is a private one; its arena is reserved address space that is never
  * touched, and every OS action is recorded instead of performed. */
