@@ -39,9 +39,8 @@ void _hpm_ph_ripe(hpm_pageheap_t *ph, hpm_hp_t *hp) {
  * advised while the heap is still small starts small again, like the
  * others of the small start, the next time it is used. */
 void _hpm_ph_released_unripe(hpm_pageheap_t *ph, hpm_hp_t *hp) {
-    uint16_t bit = (uint16_t)(1u << (hp->index & 15));
-    if (hp->index >= HPM_SMALL_START_HP || !(ph->ripe_advised & bit)) return;
-    ph->ripe_advised &= (uint16_t)~bit;
+    if (hp->index >= HPM_SMALL_START_HP || !(ph->ripe_advised & (1u << hp->index))) return;
+    ph->ripe_advised &= (uint16_t)~(1u << hp->index);
     if (hpm_ph_small_start(ph)) ph->os->thp_advise((void *)hpm_hp_addr(ph, hp), HPM_HP_BYTES, false);
 }
 
@@ -73,21 +72,14 @@ static void collapse_take(hpm_pageheap_t *ph, collapse_batch_t *b) {
 }
 
 /* Whether the hugepage at addr is still in use (one queued for the
- * collapse may have been emptied and released since). */
-static bool hp_in_use(hpm_pageheap_t *ph, uintptr_t addr) {
-    pthread_mutex_lock(&ph->lock);
-    bool active = hpm_hp_of_addr(ph, addr)->state == HP_ACTIVE;
-    pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: this runs inside a collapse */
-    return active;
-}
-
-/* Whether a ripe hugepage may still be collapsed alone: the heap is
- * still small and the hugepage in use. With advise set, it is advised
- * huge too (under the lock, so a release cannot come in between). */
-static bool ripe_still(hpm_pageheap_t *ph, uintptr_t addr, bool advise) {
+ * collapse may have been emptied and released since) and, for a ripe
+ * one, whether it may still be collapsed alone (the heap is still small).
+ * With advise set, such a ripe one is advised huge too (under the lock,
+ * so that a release cannot come in between). */
+static bool hp_still(hpm_pageheap_t *ph, uintptr_t addr, bool ripe, bool advise) {
     pthread_mutex_lock(&ph->lock);
     hpm_hp_t *hp = hpm_hp_of_addr(ph, addr);
-    bool ok = hpm_ph_small_start(ph) && hp->state == HP_ACTIVE && hp->backing == BACK_THP;
+    bool ok = hp->state == HP_ACTIVE && (!ripe || (hpm_ph_small_start(ph) && hp->backing == BACK_THP));
     if (ok && advise) {
         ph->os->thp_advise((void *)addr, HPM_HP_BYTES, true);
         ph->ripe_advised |= (uint16_t)(1u << hp->index);
@@ -107,9 +99,9 @@ static bool ripe_ready(hpm_pageheap_t *ph, uintptr_t addr, bool patient) {
         if (!patient || looks == 10) return false;
         ph->os->sleep_ns(wait_ns);
         wait_ns *= 2;
-        if (!ripe_still(ph, addr, false)) return false;
+        if (!hp_still(ph, addr, true, false)) return false;
     }
-    return ripe_still(ph, addr, true);
+    return hp_still(ph, addr, true, true);
 }
 
 /* Outside the lock, another thread may be writing the hugepage; the
@@ -125,7 +117,7 @@ static void collapse_run(hpm_pageheap_t *ph, const collapse_batch_t *b, bool pat
         if (b->ripe[i] && !ripe_ready(ph, addr, patient)) continue;
         uint64_t wait_ns = 1000000;
         for (unsigned tries = 1;; tries++) {
-            if (patient && !hp_in_use(ph, addr)) break;
+            if (patient && !hp_still(ph, addr, false, false)) break;
             if (ph->os->collapse((void *)addr, HPM_HP_BYTES) != EAGAIN || tries == (patient ? 10u : 2u)) break;
             if (patient) ph->os->sleep_ns(wait_ns);
             wait_ns *= 2;

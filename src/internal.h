@@ -218,7 +218,7 @@ typedef struct hpm_pageheap_s {
     bool subrelease;
     bool huge_started;              /* THP mode: hugepage 0 has been advised (see hp_back) */
     bool thp_always;                /* the system's THP mode is "always": the small start must refuse huge pages itself */
-    /* The collapse queue (hugepage.c, "collapse"): bit i stands for hugepage i of the small start. */
+    /* The collapse queue (collapse.c): bit i stands for hugepage i of the small start. */
     uint16_t collapse_want;         /* waits to be collapsed (after hpm_ph_unlock, or by the collapse thread) */
     uint16_t collapse_ripe;         /* ... once its pages are resident: nearly full during the small start */
     uint16_t ripe_advised;          /* advised huge by such a collapse, while the heap is still small */
@@ -253,8 +253,6 @@ static inline void hpm_ph_changed(hpm_pageheap_t *ph) { if (ph->on_change) ph->o
 
 HPM_INTERNAL extern hpm_pageheap_t _hpm_ph;
 
-/* Collapse the n hugepages that hp_committed queued (hugepage.c); the
- * caller holds no lock. patient: retry EAGAIN for up to half a second. */
 /* collapse.c: the queue of the small start's collapses (all under ph->lock
  * but the unlock): a hugepage that just ripened, what the commit that
  * ends the small start queued (tell the pollers), a hugepage released
@@ -279,7 +277,7 @@ static inline void hpm_ph_unlock(hpm_pageheap_t *ph) {
 
 /* The collapse of the small start's hugepages (queued under the lock by
  * the commit that outgrew them, or one by one as they fill) runs in a
- * thread of its own (hugepage.c): a malloc does not wait 2 to 40 ms for it. Called where no allocator state is half changed
+ * thread of its own (collapse.c): a malloc does not wait 2 to 40 ms for it. Called where no allocator state is half changed
  * and no lock is held (the ends of the allocation slow paths), since
  * starting a thread allocates. */
 HPM_INTERNAL void _hpm_ph_collapse_start(hpm_pageheap_t *ph);
