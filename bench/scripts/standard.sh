@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # standard.sh: the standard allocator workloads (our versions of the programs
 # allocator authors publish: larson, rptest, mstress, alloc-test, xmalloc-test,
-# cache-thrash, cache-scratch, glibc bench-malloc-thread and its large variant)
+# cache-thrash, cache-scratch, glibc bench-malloc-thread and its large variant,
+# glibc bench-malloc-simple, malloc-large, mleak)
 # over glibc, jemalloc, mimalloc 2.0.9 (Debian), snmalloc, mimalloc v3,
 # TCMalloc (Temeraire) and hpmalloc, interleaved: round 1 runs every workload
 # under every allocator, then round 2, ... (the allocator order is a new
@@ -53,6 +54,10 @@ workloads=(
   "cache-scratchN|cache_scratch --threads 2 --iters 1000 --objsize 1 --repetitions 2000000|cache_scratch --threads 2 --iters 1000 --objsize 1 --repetitions 400000|wall_ms"
   "glibc-thread|glibc_bench --threads 2|glibc_bench --threads 2 --seconds 1|ns_per_iter"
   "glibc-large|glibc_bench --threads 2 --min 1K --max 64K --dist uniform --touch page|glibc_bench --threads 2 --min 1K --max 64K --dist uniform --touch page --seconds 1|ns_per_iter"
+  "glibc-simple|glibc_simple|glibc_simple --iters 500000|wall_ms"
+  "malloc-large|malloc_large|malloc_large --iters 2000|wall_ms"
+  "mleak10|mleak --rounds 500|mleak --rounds 200|wall_ms"
+  "mleak100|mleak --rounds 5000|mleak --rounds 1000|wall_ms"
 )
 if [[ -n ${WORKLOADS:-} ]]; then
   keep=(); for w in "${workloads[@]}"; do [[ " $WORKLOADS " == *" ${w%%|*} "* ]] && keep+=("$w"); done; workloads=("${keep[@]}")

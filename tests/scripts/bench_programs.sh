@@ -34,6 +34,9 @@ declare -A tiny=(
   [glibc_bench]="--threads 2 --blocks 64 --seconds 0.1"
   [aging]="--peak 4M --rounds 2 --sleep-ms 100"
   [malloc_stall]="--count 64"
+  [glibc_simple]="--iters 4000"
+  [malloc_large]="--iters 20 --size 1M"
+  [mleak]="--threads 4 --rounds 10 --slots 16"
 )
 
 # A RESULT line is "RESULT bench=NAME key=value ..." with sane keys.
@@ -130,7 +133,7 @@ check "[[ \$? -eq 2 ]]" "larson --seconds 0 must exit 2"
 # Under hpmalloc: every standard workload passes its own self-check.
 hpm_lib=build/libhpmalloc.so
 if [[ -r $hpm_lib ]]; then
-  for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench malloc_stall; do
+  for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench malloc_stall glibc_simple malloc_large mleak; do
     LD_PRELOAD=$hpm_lib timeout 60 $B/$p ${tiny[$p]} --seed 5 >"$tmp/h" 2>&1
     check "[[ \$? -eq 0 ]] && result_ok '$tmp/h' '$p'" "$p under hpmalloc: $(tail -n 1 "$tmp/h")"
   done
@@ -184,7 +187,7 @@ fi
 # A broken allocator: every 50th small malloc of a thread returns its
 # previous block again (two live blocks overlap); free does nothing.
 if build_broken_alloc "$tmp"; then
-  for p in glibc_thread larson xmalloc alloc_test glibc_bench aging; do
+  for p in glibc_thread larson xmalloc alloc_test glibc_bench aging glibc_simple; do
     LD_PRELOAD=$tmp/shim.so timeout 60 $B/$p ${tiny[$p]} >"$tmp/s.out" 2>"$tmp/s.err"
     rc=$?
     check "[[ $rc -eq 3 ]] && grep -q 'CHECK FAILED' '$tmp/s.err' && ! grep -q '^RESULT' '$tmp/s.out'" \
