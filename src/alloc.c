@@ -28,11 +28,20 @@ static inline hpm_heap_t *heap_get(void) {
     return likely(h != NULL) ? h : _hpm_heap_acquire();
 }
 
+/* The hand's slot is read and written through a pointer held in a
+ * register (the empty asm keeps the compiler from folding it back into an
+ * indexed address): x86 cores forward a store to the next load of the
+ * same base register and offset at no latency (memory renaming), but not
+ * for an indexed address, and consecutive mallocs of a class chain
+ * through that slot. Indexed, a pure malloc loop took 2.5 ns a call, 1.7
+ * through the register (docs/allocator.md, "The hand's slot"). */
 static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
-    void **b = h->hand[cls];
+    void ***slot = &h->hand[cls];
+    __asm__("" : "+r"(slot));
+    void **b = *slot;
     if (likely(b != NULL)) {
         void **next = b[0];
-        h->hand[cls] = next;
+        *slot = next;
         __builtin_prefetch(next, 1);   /* the next malloc of this class reads and writes it */
         b[1] = NULL;
         hpm_used_add(h, _hpm_class_block_bytes[cls]);
@@ -138,6 +147,13 @@ static inline bool block_ok(const hpm_span_t *s, void **b) {
     return off * s->div_magic < __atomic_load_n(&s->fresh_lim, __ATOMIC_RELAXED) && (uint64_t)b[1] != hpm_cookie(b);
 }
 
+/* The same for the owner, which is the only writer of fresh_lim: a plain
+ * read, which the compiler folds into the compare. */
+static inline bool block_ok_own(const hpm_span_t *s, void **b) {
+    uintptr_t off = (uintptr_t)b - s->start;
+    return off * s->div_magic < s->fresh_lim && (uint64_t)b[1] != hpm_cookie(b);
+}
+
 /* The rare frees that are not a local free into a slab: spans, a thread
  * without a heap, abandoned slabs, a slab that came to this thread since
  * free_checked looked, bad pointers. */
@@ -165,12 +181,12 @@ static __attribute__((noinline)) void free_local_slow(hpm_heap_t *h, hpm_span_t 
  * double-free checks, the push. */
 static inline __attribute__((always_inline)) void free_local(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     void **b = p;
-    if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
+    if (unlikely(!block_ok_own(s, b))) free_bad_block(s, p, fn);
     b[1] = (void *)hpm_cookie(b);
     void ***to = s->push_to;   /* the slab's list, or this thread's hand when the slab is current */
     b[0] = *to;
     *to = b;
-    hpm_used_add(h, -(int64_t)(s->block_bytes));
+    hpm_used_sub(h, s->block_bytes);
     s->used--;
     if (unlikely(hpm_slab_freed_needs_slow(s))) free_local_slow(h, s);
 }
@@ -197,9 +213,11 @@ static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, v
  * 0 of the slab's record, which its granule's slot holds (hpm_slab_guess:
  * no page-map load first). Anything else, free_other looks up in the map. */
 static inline void free_checked(void *p, const char *fn) {
-    hpm_span_t *s = hpm_slab_guess(p);
+    uintptr_t off;
     hpm_heap_t *h = _hpm_tls_heap;
-    if (unlikely(s == NULL || atomic_load_explicit(&s->owner, memory_order_relaxed) != h)) {   /* &_hpm_no_heap owns nothing */
+    if (unlikely(!hpm_map0_offset(p, &off))) { free_other(h, NULL, p, fn); return; }
+    hpm_span_t *s = hpm_slab_guess_in(off);
+    if (unlikely(atomic_load_explicit(&s->owner, memory_order_relaxed) != h)) {   /* &_hpm_no_heap owns nothing */
         free_other(h, s, p, fn);
         return;
     }
