@@ -34,7 +34,7 @@ static inline hpm_heap_t *heap_get(void) {
  * same base register and offset at no latency (memory renaming), but not
  * for an indexed address, and consecutive mallocs of a class chain
  * through that slot. Indexed, a pure malloc loop took 2.5 ns a call, 1.7
- * through the register (docs/allocator.md, "The hand's slot"). */
+ * through the register (docs/allocator.md, "The hand's slot through a register"). */
 static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
     void ***slot = &h->hand[cls];
     __asm__("" : "+r"(slot));
@@ -142,17 +142,16 @@ static __attribute__((noinline, cold, noreturn)) void free_bad_block(hpm_span_t 
  * where off * div_magic is k * div_step for block k's start and at least
  * div_magic otherwise (hpm_class_t): one compare with fresh_lim tests
  * "a block start" and "formatted" together. */
+static inline bool block_ok_under(const hpm_span_t *s, void **b, uint64_t fresh_lim) {
+    uintptr_t off = (uintptr_t)b - s->start;
+    return off * s->div_magic < fresh_lim && (uint64_t)b[1] != hpm_cookie(b);
+}
 static inline bool block_ok(const hpm_span_t *s, void **b) {
-    uintptr_t off = (uintptr_t)b - s->start;
-    return off * s->div_magic < __atomic_load_n(&s->fresh_lim, __ATOMIC_RELAXED) && (uint64_t)b[1] != hpm_cookie(b);
+    return block_ok_under(s, b, __atomic_load_n(&s->fresh_lim, __ATOMIC_RELAXED));
 }
-
-/* The same for the owner, which is the only writer of fresh_lim: a plain
- * read, which the compiler folds into the compare. */
-static inline bool block_ok_own(const hpm_span_t *s, void **b) {
-    uintptr_t off = (uintptr_t)b - s->start;
-    return off * s->div_magic < s->fresh_lim && (uint64_t)b[1] != hpm_cookie(b);
-}
+/* The owner is the only writer of fresh_lim: a plain read, which the
+ * compiler folds into the compare. */
+static inline bool block_ok_own(const hpm_span_t *s, void **b) { return block_ok_under(s, b, s->fresh_lim); }
 
 /* The rare frees that are not a local free into a slab: spans, a thread
  * without a heap, abandoned slabs, a slab that came to this thread since
