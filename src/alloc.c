@@ -35,7 +35,7 @@ static inline hpm_heap_t *heap_get(void) {
  * for an indexed address, and consecutive mallocs of a class chain
  * through that slot. Indexed, a pure malloc loop took 2.5 ns a call, 1.7
  * through the register (docs/allocator.md, "The hand's slot through a register"). */
-static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
+static inline void *alloc_class(hpm_heap_t *h, size_t cls) {
     void ***slot = &h->hand[cls];
     __asm__("" : "+r"(slot));
     void **b = *slot;
@@ -186,7 +186,6 @@ static inline __attribute__((always_inline)) void free_local(hpm_heap_t *h, hpm_
     b[0] = *to;
     *to = b;
     hpm_used_sub(h, s->block_bytes);
-    s->used--;
     if (unlikely(hpm_slab_freed_needs_slow(s))) free_local_slow(h, s);
 }
 
@@ -195,6 +194,7 @@ static inline __attribute__((always_inline)) void free_local(hpm_heap_t *h, hpm_
  * makes only tail calls, so it saves no registers (xmalloc-test's releaser
  * spends most of its allocator time here). */
 static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
+    if (p == NULL) return;   /* free(NULL): outside the window, so free_checked sends it here */
     if (!hpm_slab_holds(s, p)) s = hpm_span_of(p);   /* the guess was no slab starting in p's granule */
     if (unlikely(s == NULL || h == &_hpm_no_heap)) { free_rare(h, s, p, fn); return; }
     hpm_heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);   /* set only for slabs, as free_checked relies on */
@@ -228,7 +228,7 @@ static inline void free_checked(void *p, const char *fn) {
 HPM_API void *hpm_malloc(size_t size) { return alloc_any(size, false); }
 
 HPM_API void hpm_free(void *p) {
-    if (likely(p != NULL)) free_checked(p, "free");
+    free_checked(p, "free");
 }
 
 HPM_API void *hpm_calloc(size_t count, size_t size) {

@@ -232,10 +232,6 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
     const hpm_class_t *k = &_hpm_classes[s->class_idx];
     if (s->class_idx >= HPM_CLASSES || s->block_bytes != k->block_bytes || s->recip != k->recip)
         return bad(why, "slab %p: class %u does not match its block size %u", (void *)s->start, s->class_idx, s->block_bytes);
-    hpm_span_t want = {0};
-    hpm_slab_set_list(&want, s->list);
-    if (s->free_slow_below != want.free_slow_below)
-        return bad(why, "slab %p: on list %u, its free threshold is %u, not %u", (void *)s->start, s->list, s->free_slow_below, want.free_slow_below);
     if (s->div_magic != k->div_magic)
         return bad(why, "slab %p: block-start constant does not match class %u", (void *)s->start, s->class_idx);
     uint32_t fresh = hpm_slab_fresh(s);
@@ -257,9 +253,9 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
     if (fresh > s->capacity) return bad(why, "slab %p: %u blocks formatted of %u", (void *)s->start, fresh, s->capacity);
     if ((const void *)s->push_to != (const void *)&s->free) {   /* in its owner's hand: the count is set again when it leaves (heap.c) */
         if (s->list != LIST_CURRENT || n_free) return bad(why, "slab %p: in a hand, on list %u, with %u blocks on its own list", (void *)s->start, s->list, n_free);
-    } else if ((uint64_t)s->used + n_free + s->held_blocks != fresh)   /* blocks past fresh were never used */
+    } else if ((uint64_t)hpm_slab_used(s) + n_free + s->held_blocks != fresh)   /* blocks past fresh were never used */
         return bad(why, "slab %p (%u pages of %u-byte blocks, given-back pages 0x%x): %u used + %u free + %u held != formatted %u",
-                   (void *)s->start, s->n_pages, s->block_bytes, s->held_pages_mask, s->used, n_free, s->held_blocks, fresh);
+                   (void *)s->start, s->n_pages, s->block_bytes, s->held_pages_mask, hpm_slab_used(s), n_free, s->held_blocks, fresh);
     if (!s->held_pages_mask && s->held_blocks) return bad(why, "slab %p: %u held blocks and no held page", (void *)s->start, s->held_blocks);
     return true;
 }
@@ -302,7 +298,7 @@ static bool check_slab_list(const hpm_heap_t *h, const hpm_span_t *head, unsigne
 }
 
 bool _hpm_check_heap(const hpm_heap_t *h, char *why) {
-    if (_hpm_empty_span.free || _hpm_empty_span.used) return bad(why, "the empty sentinel span was written");
+    if (_hpm_empty_span.free || _hpm_empty_span.credit) return bad(why, "the empty sentinel span was written");
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         const hpm_span_t *cur = h->current[c];
         if (!cur) return bad(why, "class %u has no current slab (not even the sentinel)", c);

@@ -22,7 +22,7 @@
  * Invariant: a slab is on exactly one of: a heap's current/avail/full, an
  * abandoned list of its class (owner NULL, under abandoned_lock[class]),
  * or none while it is moved. Only the owner, or the holder of the class's
- * abandoned lock for an abandoned slab, touches s->free and s->used. */
+ * abandoned lock for an abandoned slab, touches s->free and s->credit. */
 #include <errno.h>
 #include <string.h>
 #include "internal.h"
@@ -233,8 +233,8 @@ static bool free_abandoned(hpm_heap_t *h, hpm_span_t *s, void **b) {
     }
     b[0] = s->free;
     s->free = b;
-    s->used--;
-    bool empty = s->used == 0, adopt = !empty && h && may_adopt(h, cls);   /* decided under the lock */
+    s->credit--;
+    bool empty = hpm_slab_used(s) == 0, adopt = !empty && h && may_adopt(h, cls);   /* decided under the lock */
     if (empty || adopt) slist_remove(abandoned_head(s), s);
     else if (s->list == LIST_ABANDONED_FULL) {   /* it has a free block now */
         slist_remove(&abandoned_full[cls], s);
@@ -268,7 +268,7 @@ static inline void hand_take(hpm_heap_t *h, hpm_span_t *s) {
     h->hand[s->class_idx] = s->free;
     s->free = NULL;
     s->push_to = &h->hand[s->class_idx];
-    s->used = hpm_slab_fresh(s) - s->held_blocks;   /* slab.c's invariant with an empty free list */
+    hpm_slab_set_used(s, hpm_slab_fresh(s) - s->held_blocks);   /* slab.c's invariant with an empty free list */
 }
 
 static inline void *hand_pop(hpm_heap_t *h, unsigned cls) {
@@ -300,7 +300,7 @@ static void hand_return(hpm_heap_t *h, unsigned cls) {
     }
     s->free = own;
     s->push_to = (void ***)&s->free;
-    s->used = hpm_slab_fresh(s) - s->held_blocks - n;
+    hpm_slab_set_used(s, hpm_slab_fresh(s) - s->held_blocks - n);
     for (void **next; foreign; foreign = next) {
         next = foreign[0];
         _hpm_free_other(h, foreign);
@@ -346,7 +346,11 @@ void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
         slist_remove(&h->full[cls], s);
         avail_append(h, cls, s);
     }
-    if (s->used == 0 && s->list == LIST_AVAIL) {
+    if (s->list == LIST_CURRENT) {   /* 2^30 frees into the hand: its count is not kept (hand_take) */
+        hpm_slab_set_used(s, 0);
+        return;
+    }
+    if (hpm_slab_used(s) == 0 && s->list == LIST_AVAIL) {
         avail_remove(h, cls, s);
         slab_retire(h, s);
     }
@@ -381,7 +385,7 @@ static void heap_abandon(hpm_heap_t *h) {
                 next = l == 0 ? NULL : s->next;
                 s->next = s->prev = NULL;
                 hpm_slab_set_list(s, LIST_NONE);
-                if (s->used == 0) { batch_add(&b, s); continue; }
+                if (hpm_slab_used(s) == 0) { batch_add(&b, s); continue; }
                 bool full = l == 2 && !s->held_pages_mask;   /* held pages hold free blocks (slab_gather) */
                 s->next = keep[full];
                 keep[full] = s;
@@ -488,7 +492,7 @@ void _hpm_heap_release_empty(bool shed) {
         hand_return(h, c);
         hpm_span_t *s = h->current[c];
         if (s != &_hpm_empty_span) {
-            if (s->used == 0) {
+            if (hpm_slab_used(s) == 0) {
                 h->current[c] = &_hpm_empty_span;
                 hpm_slab_set_list(s, LIST_NONE);
                 slab_release(s);
@@ -499,7 +503,7 @@ void _hpm_heap_release_empty(bool shed) {
         }
         for (s = h->avail[c]; s; ) {
             hpm_span_t *next = s->next;
-            if (s->used == 0) { avail_remove(h, c, s); slab_release(s); }
+            if (hpm_slab_used(s) == 0) { avail_remove(h, c, s); slab_release(s); }
             else if (shed) _hpm_slab_shed(s);
             s = next;
         }
@@ -568,7 +572,7 @@ static void heap_repair(hpm_heap_t *h) {
             for (hpm_span_t *s = lists[l]; s; s = l == 0 ? NULL : s->next) {
                 uint32_t n = 0;
                 for (void **b = s->free; b && n <= s->capacity; b = b[0]) n++;
-                s->used = hpm_slab_fresh(s) - n - s->held_blocks;
+                hpm_slab_set_used(s, hpm_slab_fresh(s) - n - s->held_blocks);
             }
         }
     }

@@ -123,8 +123,10 @@ struct hpm_span_s {
     void ***push_to;                /* where a local free pushes: &free, or the owner's hand while it has one (heap.c) */
     uint32_t block_bytes;
     uint32_t n_pages;
-    uint16_t used;                  /* live blocks (remote frees not yet collected count as live); not kept while in a hand; a slab holds at most 2048 */
-    uint16_t free_slow_below;       /* a local free that leaves fewer live blocks takes the slow path (hpm_slab_set_list) */
+    int32_t credit;                 /* live blocks (remote frees not yet collected count as live) minus the
+                                     * threshold of the slab's list: a local free that makes it negative takes
+                                     * the slow path (hpm_slab_used, hpm_slab_set_list); live blocks are not
+                                     * kept while the slab is in a hand; a slab holds at most 65534 */
     uint8_t kind;
     uint8_t class_idx;
     uint8_t clean;                  /* pages were all untouched when allocated (calloc skips zeroing) */
@@ -493,12 +495,12 @@ typedef struct {
     void **recent[HPM_OUTBOX_AHEAD];        /* the last blocks pushed, by count (remote.c, "look-ahead") */
 } hpm_outbox_t;
 struct hpm_heap_s {
-    int64_t used_bytes;                 /* this thread's net allocated bytes (first: shares a line with hand[]) */
     /* The hand: free blocks that malloc's fast path pops without touching
      * a slab: the current slab's, taken off its list, and blocks of
      * stalled owners' slabs kept by remote.c. They count as used in their
      * slabs. NULL when empty; never set without a current slab. */
     void **hand[HPM_CLASSES];
+    int64_t used_bytes;                 /* this thread's net allocated bytes */
     hpm_span_t *current[HPM_CLASSES];   /* never NULL: an empty sentinel when none */
     hpm_span_t *avail[HPM_CLASSES];     /* slabs with free blocks (besides current), oldest first */
     hpm_span_t *avail_tail[HPM_CLASSES]; /* newest of avail: a slab that gets a free while full joins here */
@@ -584,23 +586,34 @@ static inline uint32_t hpm_slab_fresh(const hpm_span_t *s) {
 /* A slab's list and, with it, when a local free needs the slow path: a
  * full slab becomes available at its first free (threshold above any
  * count), an available or moving one is retired when it empties
- * (threshold 1), the current one never (0). The free fast path is then
- * one compare of the new count with the threshold, on the line it has
- * just written (the test of the list itself was two branches and seven
- * instructions; whether the slab is current is a coin toss in a random
- * free pattern such as larson, so it must not be a branch of its own). */
+ * (threshold 1), the current one not for 2^30 frees (heap.c resets it
+ * then: in a hand its count is not kept, so frees alone move it). The
+ * slab keeps its live blocks minus that threshold (credit), so the free
+ * fast path is one decrement of the credit and a branch on its sign (the
+ * test of the list itself was two branches and seven instructions; a
+ * 16-bit count and a 16-bit threshold compared were four; whether the
+ * slab is current is a coin toss in a random free pattern such as
+ * larson, so it must not be a branch of its own). */
+#define HPM_CURRENT_CREDIT (1 << 30)
+static inline int32_t hpm_list_threshold(unsigned list) {
+    return list == LIST_FULL ? (int32_t)UINT16_MAX : list == LIST_CURRENT ? -HPM_CURRENT_CREDIT : 1;
+}
+/* Live blocks; not kept while the slab is in a hand (heap.c). */
+static inline uint32_t hpm_slab_used(const hpm_span_t *s) { return (uint32_t)(s->credit + hpm_list_threshold(s->list)); }
+static inline void hpm_slab_set_used(hpm_span_t *s, uint32_t used) { s->credit = (int32_t)used - hpm_list_threshold(s->list); }
 static inline void hpm_slab_set_list(hpm_span_t *s, unsigned list) {
+    uint32_t used = hpm_slab_used(s);
     s->list = (uint8_t)list;
     s->push_to = (void ***)&s->free;   /* a current slab's hand is set up by heap.c after this */
-    s->free_slow_below = list == LIST_FULL ? UINT16_MAX : list == LIST_CURRENT ? 0u : 1u;
+    hpm_slab_set_used(s, used);
 }
-static inline bool hpm_slab_freed_needs_slow(const hpm_span_t *s) { return s->used < s->free_slow_below; }
+/* One live block fewer; true when the slow path must look (the list's threshold). */
+static inline bool hpm_slab_freed_needs_slow(hpm_span_t *s) { return --s->credit < 0; }
 
 static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
     void ***to = s->push_to;
     b[0] = *to;
     *to = b;
-    s->used--;
     if (unlikely(hpm_slab_freed_needs_slow(s))) _hpm_heap_free_slow(h, s);
 }
 

@@ -33,11 +33,11 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     s->recip = k->recip;
     s->div_magic = k->div_magic;
     s->capacity = (uint32_t)(((size_t)s->n_pages << HPM_PAGE_SHIFT) / k->block_bytes);
-    s->used = 0;
+    hpm_slab_set_used(s, 0);
     s->held_blocks = 0;
     s->held_pages_mask = 0;
     hpm_assert((size_t)s->capacity * k->block_bytes < ((size_t)1 << 32));   /* for the div_magic check */
-    hpm_assert(s->capacity < UINT16_MAX);   /* used and free_slow_below are 16-bit (internal.h) */
+    hpm_assert(s->capacity < UINT16_MAX);   /* a full slab's threshold is above any count (internal.h) */
     set_fresh(s, 0);
     s->free = NULL;
     _hpm_slab_extend(s);
@@ -84,7 +84,7 @@ static inline uint32_t block_pages(const hpm_span_t *s, uint32_t i) {
 }
 
 size_t _hpm_slab_shed(hpm_span_t *s) {
-    if (s->n_pages < 2 || s->n_pages > SHED_MAX_PAGES || s->used == s->capacity) return 0;
+    if (s->n_pages < 2 || s->n_pages > SHED_MAX_PAGES || hpm_slab_used(s) == s->capacity) return 0;
     uint64_t is_free[SHED_MAX_BLOCKS / 64] = {0};
     for (void **b = s->free; b; b = b[0]) {
         uint32_t i = block_index(s, b);

@@ -62,7 +62,7 @@ static void *filler(void *arg) {
         hpm_span_t *t = hpm_span_of(blk[i]);
         bool seen = false;
         for (size_t k = 0; k < found; k++) seen |= full_slab[k] == t;
-        if (!seen && t->used == t->capacity && !t->free) full_slab[found++] = t;
+        if (!seen && hpm_slab_used(t) == t->capacity && !t->free) full_slab[found++] = t;
     }
     CHECK(found == FULL_SLABS, "%zu full slabs, want %d", found, FULL_SLABS);
     return NULL;   /* exit: the slabs are abandoned */

@@ -73,10 +73,10 @@ static void test_heap_checker_finds_damage(void) {
     if (!h || !s || !cur || cur == s) return;
     CHECK(s->list == LIST_FULL, "the first slab is on list %u, not full", s->list);
     CHECK(_hpm_check_heap(h, why), "sound heap: %s", why);
-    s->used++;
+    s->credit++;
     CHECK(!_hpm_check_heap(h, why), "a wrong used count is not found");
     printf("damage used count -> %s\n", why);
-    s->used--;
+    s->credit--;
     free(p[first]);   /* the full slab gets a free block, and becomes available */
     p[first] = NULL;
     void **holes[2] = {s->free, h->hand[s->class_idx]};

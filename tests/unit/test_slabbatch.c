@@ -23,7 +23,7 @@ static unsigned kept_on_lists(hpm_heap_t *h, unsigned *bad) {
     for (unsigned c = 0; c < HPM_CLASSES; c++)
         for (hpm_span_t *s = h->empty[c]; s; s = s->next) {
             n++;
-            if (s->list != LIST_EMPTY || s->used != 0 || s->class_idx != c ||
+            if (s->list != LIST_EMPTY || hpm_slab_used(s) != 0 || s->class_idx != c ||
                 atomic_load_explicit(&s->owner, memory_order_relaxed) != h)
                 (*bad)++;
         }

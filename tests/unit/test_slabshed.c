@@ -44,7 +44,7 @@ int main(void) {
     }
     (void)keep;
     s->free = list;
-    s->used = kept;
+    hpm_slab_set_used(s, kept);
     CHECK(kept == 2 * 256 + 1, "kept %u blocks", kept);
     size_t before = _hpm_slab_held_pages;
     size_t shed = _hpm_slab_shed(s);

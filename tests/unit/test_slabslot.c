@@ -157,10 +157,10 @@ static void test_free_path(void) {
     if (second) {
         hpm_span_t *s = hpm_span_of(*second), *guess = hpm_slab_guess(*second);
         CHECK(guess != s && atomic_load(&guess->owner) == NULL, "the second granule's slot has an owner");
-        uint32_t used = s->used;
+        uint32_t used = hpm_slab_used(s);
         free(*second);
         *second = NULL;
-        CHECK(s->list == LIST_CURRENT || s->used == used - 1, "the free of a second-granule block was not counted: %u -> %u", used, s->used);
+        CHECK(s->list == LIST_CURRENT || hpm_slab_used(s) == used - 1, "the free of a second-granule block was not counted: %u -> %u", used, hpm_slab_used(s));
     }
     /* the debug tier's check of the slots: an owner in a slot inside a
      * medium span is a corruption it reports */
