@@ -186,7 +186,7 @@ static inline __attribute__((always_inline)) void free_local(hpm_heap_t *h, hpm_
     b[0] = *to;
     *to = b;
     hpm_used_sub(h, s->block_bytes);
-    if (unlikely(hpm_slab_freed_needs_slow(s))) free_local_slow(h, s);
+    if (unlikely(hpm_slab_count_free(s))) free_local_slow(h, s);
 }
 
 /* Everything but a local free into a slab. The common case, a block of

@@ -607,14 +607,14 @@ static inline void hpm_slab_set_list(hpm_span_t *s, unsigned list) {
     s->push_to = (void ***)&s->free;   /* a current slab's hand is set up by heap.c after this */
     hpm_slab_set_used(s, used);
 }
-/* One live block fewer; true when the slow path must look (the list's threshold). */
-static inline bool hpm_slab_freed_needs_slow(hpm_span_t *s) { return --s->credit < 0; }
+/* Counts a local free (one live block fewer); true when the slow path must look (the list's threshold). */
+static inline bool hpm_slab_count_free(hpm_span_t *s) { return --s->credit < 0; }
 
 static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
     void ***to = s->push_to;
     b[0] = *to;
     *to = b;
-    if (unlikely(hpm_slab_freed_needs_slow(s))) _hpm_heap_free_slow(h, s);
+    if (unlikely(hpm_slab_count_free(s))) _hpm_heap_free_slow(h, s);
 }
 
 /* remote.c */

@@ -24,7 +24,7 @@ static void credit_set(hpm_span_t *s, int32_t credit) { *(volatile int32_t *)&s-
 /* Frees counted until the first that needs the slow path (at most limit). */
 static unsigned frees_to_slow(hpm_span_t *s, unsigned limit) {
     for (unsigned n = 1; n <= limit; n++)
-        if (hpm_slab_freed_needs_slow(s)) return n;
+        if (hpm_slab_count_free(s)) return n;
     return 0;
 }
 
