@@ -607,6 +607,7 @@ static void *first_call(void *arg) {
         break;
     }
     case 6: p = aligned_alloc(64, 64); ok = p && ((uintptr_t)p & 63) == 0; break;
+    case 7: free(NULL); p = malloc(64); ok = p && malloc_usable_size(p) >= 64; break;   /* NULL takes free's out-of-line path */
     }
     if (p) {
         void *base = NULL;
@@ -619,9 +620,9 @@ static void *first_call(void *arg) {
 }
 
 static void test_first_call_of_a_thread(void) {
-    static const char *names[] = {"malloc", "calloc", "medium malloc", "posix_memalign", "realloc(NULL)", "free of another thread's block", "aligned_alloc"};
+    static const char *names[] = {"malloc", "calloc", "medium malloc", "posix_memalign", "realloc(NULL)", "free of another thread's block", "aligned_alloc", "free(NULL)"};
     first_block = malloc(48);
-    for (long k = 0; k < 7; k++) {
+    for (long k = 0; k < 8; k++) {
         pthread_t t;
         void *ok = NULL;
         CHECK(pthread_create(&t, NULL, first_call, (void *)k) == 0 && pthread_join(t, &ok) == 0 && ok,
