@@ -35,7 +35,7 @@ static inline hpm_heap_t *heap_get(void) {
  * for an indexed address, and consecutive mallocs of a class chain
  * through that slot. Indexed, a pure malloc loop took 2.5 ns a call, 1.7
  * through the register (docs/allocator.md, "The hand's slot through a register"). */
-static inline void *alloc_class(hpm_heap_t *h, size_t cls) {
+static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
     void ***slot = &h->hand[cls];
     __asm__("" : "+r"(slot));
     void **b = *slot;
@@ -115,7 +115,7 @@ static void *alloc_aligned(size_t alignment, size_t size) {
 static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     if (s->cached) _hpm_fatal(fn, p, "double free (allocation is already free)");
-    if (h) hpm_used_add(h, -(int64_t)((int64_t)s->n_pages << HPM_PAGE_SHIFT));
+    if (h) hpm_used_sub(h, (uint64_t)s->n_pages << HPM_PAGE_SHIFT);
     int kept = h ? _hpm_spancache_put(h, s) : 0;
     if (kept) {
         if (kept == 2) _hpm_background_kick();   /* its ticks give idle central spans back */
@@ -164,7 +164,7 @@ static __attribute__((noinline)) void free_rare(hpm_heap_t *h, hpm_span_t *s, vo
     if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
     b[1] = (void *)hpm_cookie(b);
     if (h) {
-        hpm_used_add(h, -(int64_t)(s->block_bytes));
+        hpm_used_sub(h, s->block_bytes);
         hpm_remote_poll(h);
     }
     _hpm_free_other_in(h, s, b);
@@ -202,7 +202,7 @@ static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, v
     void **b = p;
     if (unlikely(owner == NULL || !block_ok(s, b))) { free_rare(h, s, p, fn); return; }
     b[1] = (void *)hpm_cookie(b);
-    hpm_used_add(h, -(int64_t)(s->block_bytes));
+    hpm_used_sub(h, s->block_bytes);
     if (unlikely(!hpm_remote_push_open(h, owner, s, b))) { _hpm_remote_push_poll(h, owner, b); return; }
     if (unlikely(atomic_load_explicit(&h->inbox, memory_order_relaxed) != NULL)) _hpm_remote_drain(h);
 }
