@@ -110,8 +110,9 @@ static void slab_release(hpm_span_t *s) { slabs_release(&s, 1); }
  * still fits one hugepage: while the program is small and
  * single-threaded for every class, and in every heap for blocks over
  * HPM_SMALL_FIRST_ALWAYS_BYTES. Frees into a small slab take the page-map
- * path (it has no granule slot), which costs a busy small class more
- * than it saves; a thread's rarely used large classes cost a whole slab
+ * path unless it happens to start on a granule boundary (then it has its
+ * granule's slot, internal.h), which costs a busy small class more than
+ * it saves; a thread's rarely used large classes cost a whole slab
  * each otherwise (glibc-bench with 16 threads: 37.7 -> 21.0 MB of max RSS,
  * docs/allocator.md). One at a time: taking several under one lock
  * for a heap that had given slabs back (an allocation wave) halved the

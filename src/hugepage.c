@@ -334,9 +334,27 @@ static hpm_span_t *slab_record_spaced(hpm_pageheap_t *ph) {
     return s;
 }
 
-/* The record of a slab of at least HPM_GRANULE_PAGES pages placed at
- * page first of hp: its granule's slot when it starts on a granule
- * boundary, else a spaced pooled one. NULL when metadata ran out. */
+/* A slot's record cleared for a new slab, all but the two fields that
+ * other threads' frees read at any time, as a short slab's slot may
+ * change hands while they free blocks behind it in its granule: the
+ * owner (NULL already) and the page count, which span_place sets
+ * atomically (internal.h, hpm_slot_holds). */
+static void slot_record_clear(hpm_span_t *s) {
+    char *c = (char *)s;
+    size_t own = offsetof(hpm_span_t, owner), pages = offsetof(hpm_span_t, n_pages);
+    _Static_assert(offsetof(hpm_span_t, owner) < offsetof(hpm_span_t, n_pages), "the record's field order");
+    memset(c, 0, own);
+    memset(c + own + sizeof s->owner, 0, pages - own - sizeof s->owner);
+    memset(c + pages + sizeof s->n_pages, 0, sizeof *s - pages - sizeof s->n_pages);
+}
+
+/* The record of a slab placed at page first of hp: its granule's slot
+ * when it starts on a granule boundary, else a spaced pooled one. A slab
+ * of a granule or more is placed on a boundary where the hugepage has
+ * room; a shorter one (a heap's small first ones, a coloured page) takes
+ * the slot when it lands on one, and then the rest of its granule may hold
+ * other spans (internal.h, "Slab records at fixed places"). NULL when
+ * metadata ran out. */
 static hpm_span_t *slab_record_new(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first) {
     uintptr_t start = hp->addr + ((uintptr_t)first << HPM_PAGE_SHIFT);
     hpm_arena_t *a = _hpm_arena_of_addr(ph, start);
@@ -345,7 +363,7 @@ static hpm_span_t *slab_record_new(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned fi
     if (_hpm_meta_region_ensure(&a->rec_region, (slot + 1) * HPM_SLOT_BYTES)) return slab_record_spaced(ph);
     hpm_span_t *s = hpm_arena_slot(a, start);
     hpm_assert_internal(s->kind == SPAN_NONE && atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL);
-    memset(s, 0, sizeof *s);
+    slot_record_clear(s);
     s->fixed = 1;
     return s;
 }
@@ -431,7 +449,7 @@ static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, 
     if (slab_slot) first = _hpm_bits_find_aligned_run(hp->free_bits, (unsigned)n_pages, HPM_GRANULE_PAGES);
     if (first < 0) first = _hpm_bits_find_run(hp->free_bits, (unsigned)n_pages, 0);
     if (first < 0) return NULL;
-    hpm_span_t *s = slab_slot ? slab_record_new(ph, hp, (unsigned)first) : kind == SPAN_SLAB ? slab_record_spaced(ph) : span_new(ph);
+    hpm_span_t *s = kind == SPAN_SLAB ? slab_record_new(ph, hp, (unsigned)first) : span_new(ph);
     if (!s) {   /* out of metadata: an empty hugepage taken for it goes back */
         uint64_t now = 0;
         if (hp->used_pages == 0) { _hpm_filler_remove(ph, hp); hp_cache_push(ph, hp, &now); }
@@ -439,7 +457,7 @@ static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, 
     }
     s->kind = (uint8_t)kind;
     s->clean = 1;
-    s->n_pages = (uint32_t)n_pages;
+    __atomic_store_n(&s->n_pages, (uint32_t)n_pages, __ATOMIC_RELAXED);   /* read by hpm_slot_holds */
     s->start = hpm_hp_addr(ph, hp) + ((uintptr_t)first << HPM_PAGE_SHIFT);
     hp_use_pages(ph, hp, (unsigned)first, (unsigned)n_pages, s);
     return s;

@@ -360,16 +360,21 @@ static inline uintptr_t hpm_hp_addr(const hpm_pageheap_t *ph, const hpm_hp_t *hp
 typedef struct { uintptr_t base; uintptr_t limit_bytes; hpm_span_t **map; hpm_span_t *recs; } hpm_map_window_t;
 HPM_INTERNAL extern hpm_map_window_t _hpm_map0;
 
-/* Slab records at fixed places. A slab of HPM_GRANULE_PAGES pages or more
- * that starts on a granule boundary of its arena (32 KiB) keeps its record
- * in the arena's slot for that granule, rec_region.base + granule * 512,
- * and the page map points there too. free then finds a slab's record from
- * the address alone, one load instead of the map entry and the record
- * after it (glibc-thread spent a dependent L2 hit on the map entry per
- * free). A slot that holds no live slab starting there has owner NULL and
- * kind SPAN_NONE, so the guess below is only ever a hint: free's fast path
- * takes it when its owner is the calling heap, which proves the address
- * lies in that slab's first granule; anything else looks in the map.
+/* Slab records at fixed places. A slab that starts on a granule boundary
+ * of its arena (32 KiB; arenas start on hugepage boundaries, so that is a
+ * multiple of 32 KiB in the address) keeps its record in the arena's slot
+ * for that granule, rec_region.base + granule * 512, and the page map
+ * points there too. free then finds a slab's record from the address
+ * alone, one load instead of the map entry and the record after it
+ * (glibc-thread spent a dependent L2 hit on the map entry per free). A
+ * slot that holds no live slab starting there has owner NULL and kind
+ * SPAN_NONE, so the guess below is only ever a hint: free's fast path
+ * takes it when its owner is the calling heap, which proves that the slab
+ * starts at the address's granule, so the address's offset in it is the
+ * address's low 15 bits when it lies in the slab at all. A slab shorter
+ * than a granule (a heap's small first ones) may have other spans after
+ * it in the granule: its block test fails for their addresses, and free
+ * looks those up in the map (alloc.c, free_guess_missed).
  *
  * A slot is 512 bytes for a 128-byte record. Neighbouring granules hold
  * slabs of other threads (hugepages are shared, fullest first), and
@@ -384,6 +389,7 @@ HPM_INTERNAL extern hpm_map_window_t _hpm_map0;
  * in metadata, where 128 bytes cost 0.4%. */
 #define HPM_GRANULE_SHIFT 15
 #define HPM_GRANULE_PAGES ((unsigned)1 << (HPM_GRANULE_SHIFT - HPM_PAGE_SHIFT))
+#define HPM_GRANULE_BYTES ((uintptr_t)1 << HPM_GRANULE_SHIFT)
 #define HPM_SLOT_SHIFT 9                        /* a granule's record slot: 512 bytes, the record and 384 bytes of space */
 #define HPM_SLOT_BYTES ((size_t)1 << HPM_SLOT_SHIFT)
 /* Slots cover the first 64 GiB of an arena (1 GiB of address space for
@@ -417,9 +423,22 @@ static inline hpm_span_t *hpm_slab_guess(const void *p) {
     if (likely(hpm_map0_offset(p, &off))) return hpm_slab_guess_in(off);
     return NULL;
 }
-/* Whether s, a guess or a map entry, is the slab holding p. */
+/* Whether s, a guess or a map entry, is the slab holding p (for a guess:
+ * only when the caller owns it, or nobody can reuse the slot meanwhile). */
 static inline bool hpm_slab_holds(const hpm_span_t *s, const void *p) {
     return s && s->kind == SPAN_SLAB && (uintptr_t)p - s->start < ((uintptr_t)s->n_pages << HPM_PAGE_SHIFT);
+}
+/* Whether the live slab of slot s, p's granule's slot, holds p, for a
+ * thread that does not own it; its owner, read here, in *owner. Another
+ * thread may delete that slab and place a new one in the slot meanwhile
+ * (when p lies in another span of the granule: behind a short slab), so
+ * this reads only the owner and the page count, both atomic (hugepage.c,
+ * slab_record_new and span_place): a slot with an owner is a slab that
+ * starts at the granule, and one without is not trusted (an abandoned
+ * slab is looked up in the map). */
+static inline bool hpm_slot_holds(const hpm_span_t *s, const void *p, hpm_heap_t **owner) {
+    *owner = atomic_load_explicit(&((hpm_span_t *)s)->owner, memory_order_acquire);
+    return *owner && ((uintptr_t)p & (HPM_GRANULE_BYTES - 1)) < ((uintptr_t)__atomic_load_n(&s->n_pages, __ATOMIC_RELAXED) << HPM_PAGE_SHIFT);
 }
 
 static inline hpm_span_t *hpm_span_of_l1(const void *p) {

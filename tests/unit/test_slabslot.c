@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "internal.h"
+#include "fake_pageheap.h"
 #include "testhelper.h"
 
 /* ---- the aligned-run search ---- */
@@ -51,15 +52,6 @@ static void test_aligned_run(void) {
 
 /* ---- placement and slots, in a private pageheap ---- */
 
-static int fake_commit(void *a, size_t n) { (void)a; (void)n; return 0; }
-static int fake_advise(void *a, size_t n, bool on) { (void)a; (void)n; (void)on; return 0; }
-static int fake_release(void *a, size_t n) { (void)a; (void)n; return 0; }
-static hpm_os_t fake_os;
-
-static hpm_span_t *slot_of(hpm_pageheap_t *ph, uintptr_t addr) {
-    hpm_arena_t *a = _hpm_arena_of_addr(ph, addr);
-    return a ? hpm_arena_slot(a, addr) : NULL;
-}
 
 static bool on_free_list(hpm_pageheap_t *ph, const hpm_span_t *s) {
     for (const hpm_span_t *r = ph->span_free; r; r = r->next)
@@ -69,11 +61,7 @@ static bool on_free_list(hpm_pageheap_t *ph, const hpm_span_t *s) {
 
 static void test_placement(void) {
     static hpm_pageheap_t ph;
-    fake_os = _hpm_os_linux;   /* metadata and reservations real, the heap's commits fake */
-    fake_os.commit = fake_commit;
-    fake_os.thp_advise = fake_advise;
-    fake_os.release = fake_release;
-    CHECK(_hpm_ph_init(&ph, &fake_os, (size_t)1 << 30, PAGES_THP) == 0);
+    CHECK(fph_init(&ph) == 0);
     hpm_span_t *m = _hpm_ph_alloc_span(&ph, 3, SPAN_MEDIUM, 0);   /* pages 0..2 of a hugepage */
     CHECK(m && !m->fixed, "a medium span takes a pooled record");
     hpm_span_t *s = _hpm_ph_alloc_span(&ph, 8, SPAN_SLAB, 0);
@@ -81,12 +69,12 @@ static void test_placement(void) {
     if (!m || !s) return;
     CHECK(s->start % ((uintptr_t)1 << HPM_GRANULE_SHIFT) == 0, "slab at %#lx, off a granule (the first fit was page 3)",
           (unsigned long)s->start);
-    CHECK(s->fixed && s == slot_of(&ph, s->start), "the slab's record %p is not its granule's slot %p", (void *)s,
-          (void *)slot_of(&ph, s->start));
+    CHECK(s->fixed && s == fph_slot_of(&ph, s->start), "the slab's record %p is not its granule's slot %p", (void *)s,
+          (void *)fph_slot_of(&ph, s->start));
     CHECK(hpm_span_of((void *)(s->start + 5 * HPM_PAGE_BYTES)) == s, "the page map points at the slot");
     hpm_span_t *big = _hpm_ph_alloc_span(&ph, 16, SPAN_SLAB, 0);
-    CHECK(big && big->fixed && big == slot_of(&ph, big->start), "a 64 KiB slab has its first granule's slot");
-    hpm_span_t *second = big ? slot_of(&ph, big->start + ((uintptr_t)1 << HPM_GRANULE_SHIFT)) : NULL;
+    CHECK(big && big->fixed && big == fph_slot_of(&ph, big->start), "a 64 KiB slab has its first granule's slot");
+    hpm_span_t *second = big ? fph_slot_of(&ph, big->start + ((uintptr_t)1 << HPM_GRANULE_SHIFT)) : NULL;
     CHECK(second && second->kind == SPAN_NONE && atomic_load(&second->owner) == NULL, "its second granule's slot is unused");
     CHECK(second && !hpm_slab_holds(second, (void *)(big->start + 40 * 1024)), "the unused slot claims an address");
     CHECK(big && hpm_slab_holds(big, (void *)(big->start + 40 * 1024)) && !hpm_slab_holds(big, (void *)(big->start + 64 * 1024)),
@@ -101,7 +89,7 @@ static void test_placement(void) {
     hpm_span_t *m2 = _hpm_ph_alloc_span(&ph, 2, SPAN_MEDIUM, 0);
     CHECK(m2 && m2 != s && !m2->fixed, "a medium span reused the slot");
     hpm_span_t *s2 = _hpm_ph_alloc_span(&ph, 8, SPAN_SLAB, 0);
-    CHECK(s2 && s2->fixed && s2 == slot_of(&ph, s2->start) && s2->start % ((uintptr_t)1 << HPM_GRANULE_SHIFT) == 0,
+    CHECK(s2 && s2->fixed && s2 == fph_slot_of(&ph, s2->start) && s2->start % ((uintptr_t)1 << HPM_GRANULE_SHIFT) == 0,
           "a new slab: record %p at %#lx", (void *)s2, s2 ? (unsigned long)s2->start : 0ul);
     CHECK(s2 && (s2->start != start || s2 == s), "the slot of the same granule is the same record");
 }
