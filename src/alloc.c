@@ -172,14 +172,14 @@ static __attribute__((noinline)) void free_local_slow(hpm_heap_t *h, hpm_span_t 
     hpm_remote_poll(h);
 }
 
-static __attribute__((noinline)) void free_other(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn);
+static __attribute__((noinline)) void free_mapped(hpm_heap_t *h, void *p, const char *fn);
 
 /* free_checked's guess failed the block test: a bad pointer if it lies in
  * the guessed slab, else a block of another span in a granule that a
  * small slab starts (internal.h, "Slab records at fixed places"). */
 static __attribute__((noinline, cold)) void free_guess_missed(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if (hpm_slab_holds(s, p)) free_bad_block(s, p, fn);
-    free_other(h, NULL, p, fn);
+    free_mapped(h, p, fn);
 }
 
 /* A free into slab s, which this thread owns: the block-start and

@@ -445,8 +445,8 @@ static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsi
 
 /* Place an n-page span in hp, first fit inside it. */
 static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, int kind, int first) {
-    bool slab_slot = kind == SPAN_SLAB && first < 0 && n_pages >= HPM_GRANULE_PAGES;
-    if (slab_slot) first = _hpm_bits_find_aligned_run(hp->free_bits, (unsigned)n_pages, HPM_GRANULE_PAGES);
+    bool seek_boundary = kind == SPAN_SLAB && first < 0 && n_pages >= HPM_GRANULE_PAGES;   /* for its granule's slot */
+    if (seek_boundary) first = _hpm_bits_find_aligned_run(hp->free_bits, (unsigned)n_pages, HPM_GRANULE_PAGES);
     if (first < 0) first = _hpm_bits_find_run(hp->free_bits, (unsigned)n_pages, 0);
     if (first < 0) return NULL;
     hpm_span_t *s = kind == SPAN_SLAB ? slab_record_new(ph, hp, (unsigned)first) : span_new(ph);

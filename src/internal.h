@@ -436,8 +436,8 @@ static inline bool hpm_slab_holds(const hpm_span_t *s, const void *p) {
  * slab_record_new and span_place): a slot with an owner is a slab that
  * starts at the granule, and one without is not trusted (an abandoned
  * slab is looked up in the map). */
-static inline bool hpm_slot_holds(const hpm_span_t *s, const void *p, hpm_heap_t **owner) {
-    *owner = atomic_load_explicit(&((hpm_span_t *)s)->owner, memory_order_acquire);
+static inline bool hpm_slot_holds(hpm_span_t *s, const void *p, hpm_heap_t **owner) {
+    *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     return *owner && ((uintptr_t)p & (HPM_GRANULE_BYTES - 1)) < ((uintptr_t)__atomic_load_n(&s->n_pages, __ATOMIC_RELAXED) << HPM_PAGE_SHIFT);
 }
 
