@@ -43,7 +43,7 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
         void **next = b[0];
         *slot = next;
         __builtin_prefetch(next, 1);   /* the next malloc of this class reads and writes it */
-        b[1] = NULL;
+        hpm_block_set_mark(b, 0);
         hpm_used_add(h, _hpm_class_block_bytes[cls]);
         return b;
     }
@@ -114,7 +114,7 @@ static void *alloc_aligned(size_t alignment, size_t size) {
 
 static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
-    if (s->cached) _hpm_fatal(fn, p, "double free (allocation is already free)");
+    if (hpm_span_cached(s)) _hpm_fatal(fn, p, "double free (allocation is already free)");
     if (h) hpm_used_sub(h, (uint64_t)s->n_pages << HPM_PAGE_SHIFT);
     int kept = h ? _hpm_spancache_put(h, s) : 0;
     if (kept) {
@@ -143,7 +143,7 @@ static __attribute__((noinline, cold, noreturn)) void free_bad_block(hpm_span_t 
  * div_magic otherwise (hpm_class_t): one compare with fresh_lim tests
  * "a block start" and "formatted" together. */
 static inline bool block_ok_at(const hpm_span_t *s, void **b, uintptr_t off, uint64_t fresh_lim) {
-    return off * s->div_magic < fresh_lim && (uint64_t)b[1] != hpm_cookie(b);
+    return off * s->div_magic < fresh_lim && (uint64_t)b[1] != hpm_cookie(b);   /* b is the caller's: a plain read */
 }
 static inline bool block_ok(const hpm_span_t *s, void **b) {
     return block_ok_at(s, b, (uintptr_t)b - s->start, __atomic_load_n(&s->fresh_lim, __ATOMIC_RELAXED));
@@ -158,7 +158,7 @@ static __attribute__((noinline)) void free_rare(hpm_heap_t *h, hpm_span_t *s, vo
     if (s->kind != SPAN_SLAB) { free_span(h, s, p, fn); return; }
     void **b = p;
     if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
-    b[1] = (void *)hpm_cookie(b);
+    hpm_block_set_free(b);
     if (h) {
         hpm_used_sub(h, s->block_bytes);
         hpm_remote_poll(h);
@@ -195,7 +195,7 @@ static inline __attribute__((always_inline)) void free_local(hpm_heap_t *h, hpm_
         else free_bad_block(s, p, fn);
         return;
     }
-    b[1] = (void *)hpm_cookie(b);
+    hpm_block_set_free(b);
     void ***to = s->push_to;   /* the slab's list, or this thread's hand when the slab is current */
     b[0] = *to;
     *to = b;
@@ -214,7 +214,7 @@ static inline __attribute__((always_inline)) void free_other_in(hpm_heap_t *h, h
     if (owner == h) { free_local(h, s, p, (uintptr_t)p - s->start, false, fn); return; }   /* a slab with a pooled record */
     void **b = p;
     if (unlikely(owner == NULL || !block_ok(s, b))) { free_rare(h, s, p, fn); return; }
-    b[1] = (void *)hpm_cookie(b);
+    hpm_block_set_free(b);
     hpm_used_sub(h, s->block_bytes);
     if (unlikely(!hpm_remote_push_open(h, owner, s, b))) { _hpm_remote_push_poll(h, owner, b); return; }
     if (unlikely(atomic_load_explicit(&h->inbox, memory_order_relaxed) != NULL)) _hpm_remote_drain(h);
@@ -271,24 +271,34 @@ HPM_API void *hpm_calloc(size_t count, size_t size) {
     return alloc_any(total, true);
 }
 
+/* Any address, from any thread: the span's record may be changing under
+ * the query (the span freed and its record reused by another thread, the
+ * background thread releasing it, its owner giving pages back), so every
+ * field is read atomically and the block found must lie in the span; a
+ * query that races with a free of the same allocation gets either answer. */
 HPM_API bool hpm_range(const void *p, void **base, size_t *size) {
     if (!p || atomic_load_explicit(&_hpm_ready, memory_order_acquire) != 2) return false;
     hpm_span_t *s = hpm_span_of(p);
     if (!s) return false;
-    uintptr_t start = s->start;
-    size_t len = (size_t)s->n_pages << HPM_PAGE_SHIFT;
-    if (s->kind == SPAN_SLAB) {
-        uintptr_t off = (uintptr_t)p - s->start;
-        uint32_t idx = (uint32_t)((off * s->recip) >> 32);
-        if ((uintptr_t)idx * s->block_bytes > off) idx--;
+    uintptr_t start = __atomic_load_n(&s->start, __ATOMIC_RELAXED);
+    size_t len = (size_t)__atomic_load_n(&s->n_pages, __ATOMIC_RELAXED) << HPM_PAGE_SHIFT;
+    uint8_t kind = __atomic_load_n(&s->kind, __ATOMIC_RELAXED);
+    if ((uintptr_t)p - start >= len) return false;   /* the head pages trimmed off an aligned span, or a record reused */
+    if (kind == SPAN_SLAB) {
+        uintptr_t off = (uintptr_t)p - start;
+        uint32_t block_bytes = __atomic_load_n(&s->block_bytes, __ATOMIC_RELAXED);
+        uint32_t idx = (uint32_t)((off * __atomic_load_n(&s->recip, __ATOMIC_RELAXED)) >> 32);
+        if ((uintptr_t)idx * block_bytes > off) idx--;
         if (idx >= hpm_slab_fresh(s)) return false;   /* past the end, or never handed out */
-        void **b = (void **)(s->start + (uintptr_t)idx * s->block_bytes);
-        if ((s->held_pages_mask >> (((uintptr_t)b - s->start) >> HPM_PAGE_SHIFT)) & 1) return false;
-        if ((uint64_t)b[1] == hpm_cookie(b)) return false;
+        uintptr_t b_off = (uintptr_t)idx * block_bytes;
+        if (block_bytes == 0 || b_off + block_bytes > len) return false;   /* a record being formatted */
+        void **b = (void **)(start + b_off);
+        if ((__atomic_load_n(&s->held_pages_mask, __ATOMIC_RELAXED) >> (b_off >> HPM_PAGE_SHIFT)) & 1) return false;
+        if (hpm_block_mark(b) == hpm_cookie(b)) return false;
         start = (uintptr_t)b;
-        len = s->block_bytes;
-    } else if ((uintptr_t)p < start || s->cached) {
-        return false;   /* the head pages trimmed off an aligned span, or a span cached for reuse */
+        len = block_bytes;
+    } else if (kind == SPAN_NONE || hpm_span_cached(s)) {
+        return false;   /* a record no span uses, or a span cached for reuse */
     }
     if (base) *base = (void *)start;
     if (size) *size = len;

@@ -275,7 +275,7 @@ static inline void hand_take(hpm_heap_t *h, hpm_span_t *s) {
 static inline void *hand_pop(hpm_heap_t *h, unsigned cls) {
     void **b = h->hand[cls];
     h->hand[cls] = b[0];
-    b[1] = NULL;
+    hpm_block_set_mark(b, 0);
     hpm_used_add(h, _hpm_class_block_bytes[cls]);
     return b;
 }

@@ -308,7 +308,7 @@ static hpm_span_t *span_new(hpm_pageheap_t *ph) {
     hpm_span_t *s = ph->span_free;
     if (s) ph->span_free = s->next;
     else if (!(s = _hpm_meta_alloc(sizeof *s))) return NULL;
-    memset(s, 0, sizeof *s);
+    hpm_record_zero(s, sizeof *s);
     return s;
 }
 
@@ -329,23 +329,9 @@ static hpm_span_t *slab_record_spaced(hpm_pageheap_t *ph) {
     hpm_span_t *s = ph->slab_rec_free;
     if (s) ph->slab_rec_free = s->next;
     else if (!(s = _hpm_meta_alloc(HPM_SLOT_BYTES))) return NULL;
-    memset(s, 0, sizeof *s);
+    hpm_record_zero(s, sizeof *s);
     s->spaced = 1;
     return s;
-}
-
-/* A slot's record cleared for a new slab, all but the two fields that
- * other threads' frees read at any time, as a short slab's slot may
- * change hands while they free blocks behind it in its granule: the
- * owner (NULL already) and the page count, which span_place sets
- * atomically (internal.h, hpm_slot_holds). */
-static void slot_record_clear(hpm_span_t *s) {
-    char *c = (char *)s;
-    size_t own = offsetof(hpm_span_t, owner), pages = offsetof(hpm_span_t, n_pages);
-    _Static_assert(offsetof(hpm_span_t, owner) < offsetof(hpm_span_t, n_pages), "the record's field order");
-    memset(c, 0, own);
-    memset(c + own + sizeof s->owner, 0, pages - own - sizeof s->owner);
-    memset(c + pages + sizeof s->n_pages, 0, sizeof *s - pages - sizeof s->n_pages);
 }
 
 /* The record of a slab placed at page first of hp: its granule's slot
@@ -363,7 +349,9 @@ static hpm_span_t *slab_record_new(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned fi
     if (_hpm_meta_region_ensure(&a->rec_region, (slot + 1) * HPM_SLOT_BYTES)) return slab_record_spaced(ph);
     hpm_span_t *s = hpm_arena_slot(a, start);
     hpm_assert_internal(s->kind == SPAN_NONE && atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL);
-    slot_record_clear(s);
+    hpm_record_zero(s, sizeof *s);   /* atomically: other threads' frees behind a short slab read the
+                                      * owner (NULL already) and the page count at any time (hpm_slot_holds),
+                                      * hpm_range any field it reads */
     s->fixed = 1;
     return s;
 }
@@ -372,7 +360,7 @@ static hpm_span_t *slab_record_new(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned fi
  * so that free's guess (hpm_slab_guess) fails on it. */
 static void span_delete(hpm_pageheap_t *ph, hpm_span_t *s) {
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
-    s->kind = SPAN_NONE;
+    __atomic_store_n(&s->kind, SPAN_NONE, __ATOMIC_RELAXED);   /* hpm_range reads it */
     if (s->fixed) return;
     hpm_span_t **list = s->spaced ? &ph->slab_rec_free : &ph->span_free;
     s->next = *list;
@@ -404,7 +392,7 @@ static void hp_use_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsig
     }
     _hpm_filler_insert(ph, hp);
     hpm_span_t **map = hpm_hp_map(hp) + first;
-    for (unsigned i = 0; i < n; i++) map[i] = s;
+    for (unsigned i = 0; i < n; i++) __atomic_store_n(&map[i], s, __ATOMIC_RELAXED);   /* hpm_span_of */
 }
 
 /* An active hugepage that has become empty goes to the head of the cache. */
@@ -425,7 +413,7 @@ static void hp_cache_push(hpm_pageheap_t *ph, hpm_hp_t *hp, uint64_t *now_ns) {
 /* Give pages [first, first+n) of hp back; an emptied hugepage goes to the cache. */
 static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsigned n, bool slab, uint64_t *now_ns) {
     hpm_span_t **map = hpm_hp_map(hp) + first;
-    for (unsigned i = 0; i < n; i++) map[i] = NULL;
+    for (unsigned i = 0; i < n; i++) __atomic_store_n(&map[i], NULL, __ATOMIC_RELAXED);   /* hpm_span_of */
     _hpm_filler_remove(ph, hp);
     _hpm_bits_set_range(hp->free_bits, first, n, true);
     hp->used_pages -= (uint16_t)n;
@@ -455,10 +443,10 @@ static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, 
         if (hp->used_pages == 0) { _hpm_filler_remove(ph, hp); hp_cache_push(ph, hp, &now); }
         return NULL;
     }
-    s->kind = (uint8_t)kind;
+    __atomic_store_n(&s->kind, (uint8_t)kind, __ATOMIC_RELAXED);   /* these three: hpm_range, hpm_slot_holds */
     s->clean = 1;
-    __atomic_store_n(&s->n_pages, (uint32_t)n_pages, __ATOMIC_RELAXED);   /* read by hpm_slot_holds */
-    s->start = hpm_hp_addr(ph, hp) + ((uintptr_t)first << HPM_PAGE_SHIFT);
+    __atomic_store_n(&s->n_pages, (uint32_t)n_pages, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->start, hpm_hp_addr(ph, hp) + ((uintptr_t)first << HPM_PAGE_SHIFT), __ATOMIC_RELAXED);
     hp_use_pages(ph, hp, (unsigned)first, (unsigned)n_pages, s);
     return s;
 }
@@ -700,16 +688,16 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
         hp_take_empty(ph, hp);
     }
     if (head && end_at < 0) end_at = first++;   /* the first hugepage taken holds the head */
-    s->kind = SPAN_LARGE;
+    __atomic_store_n(&s->kind, SPAN_LARGE, __ATOMIC_RELAXED);   /* kind, n_pages, start: hpm_range */
     s->clean = 1;
-    s->n_pages = (uint32_t)n_pages;
+    __atomic_store_n(&s->n_pages, (uint32_t)n_pages, __ATOMIC_RELAXED);
     if (head) {
         hpm_hp_t *end_hp = hp_at(ph, (size_t)end_at);
-        s->start = hpm_hp_addr(ph, end_hp) + ((uintptr_t)(HPM_PAGES_PER_HP - head) << HPM_PAGE_SHIFT);
+        __atomic_store_n(&s->start, hpm_hp_addr(ph, end_hp) + ((uintptr_t)(HPM_PAGES_PER_HP - head) << HPM_PAGE_SHIFT), __ATOMIC_RELAXED);
         if (zero) hp_make_zero(ph, end_hp, HPM_PAGES_PER_HP - head, head);
         hp_use_pages(ph, end_hp, HPM_PAGES_PER_HP - head, head, s);
     } else {
-        s->start = hpm_hp_addr(ph, hp_at(ph, (size_t)first));
+        __atomic_store_n(&s->start, hpm_hp_addr(ph, hp_at(ph, (size_t)first)), __ATOMIC_RELAXED);
     }
     for (size_t i = 0, left = n_pages - head; left > 0; i++) {
         unsigned n = left > HPM_PAGES_PER_HP ? HPM_PAGES_PER_HP : (unsigned)left;
@@ -737,8 +725,8 @@ hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t ali
     uint64_t now = 0;
     if (head) hp_free_pages(ph, hp, first, head, false, &now);
     if (tail) hp_free_pages(ph, hp, first + head + (unsigned)n_pages, tail, false, &now);
-    s->start = aligned;
-    s->n_pages = (uint32_t)n_pages;
+    __atomic_store_n(&s->start, aligned, __ATOMIC_RELAXED);   /* hpm_range reads both */
+    __atomic_store_n(&s->n_pages, (uint32_t)n_pages, __ATOMIC_RELAXED);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }

@@ -446,12 +446,20 @@ static inline hpm_span_t *hpm_span_of_l1(const void *p) {
     if (unlikely(a >> HPM_ADDR_BITS)) return NULL;
     hpm_span_t **chunk = __atomic_load_n(&_hpm_l1[a >> HPM_L1_SHIFT], __ATOMIC_ACQUIRE);
     if (unlikely(!chunk)) return NULL;
-    return chunk[(a >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1)];
+    return __atomic_load_n(&chunk[(a >> HPM_PAGE_SHIFT) & (HPM_CHUNK_PAGES - 1)], __ATOMIC_RELAXED);
 }
 
+/* A map entry is read and written atomically (hugepage.c, hp_use_pages
+ * and hp_free_pages; plain moves on x86): hpm_range reads entries for
+ * any address, also one that the background thread is releasing, and
+ * then only the record's fields that are themselves atomic. Relaxed: a
+ * free's later plain reads of the record are ordered after the span's
+ * placement by the program's own hand-over of the pointer (with release
+ * stores, TSan kept a clock for every entry: +150 MiB for a 1 GiB span). */
 static inline hpm_span_t *hpm_span_of(const void *p) {
     uintptr_t off;
-    if (likely(hpm_map0_offset(p, &off))) return __atomic_load_n(&_hpm_map0.map, __ATOMIC_RELAXED)[off >> HPM_PAGE_SHIFT];
+    if (likely(hpm_map0_offset(p, &off)))
+        return __atomic_load_n(&__atomic_load_n(&_hpm_map0.map, __ATOMIC_RELAXED)[off >> HPM_PAGE_SHIFT], __ATOMIC_RELAXED);
     return hpm_span_of_l1(p);
 }
 
@@ -576,6 +584,23 @@ static inline uint64_t hpm_cookie(const void *block) {
     return _hpm_cookie_secret ^ (uintptr_t)block;
 }
 
+/* A block's second word: the cookie while it is free, cleared by malloc.
+ * The allocator writes it atomically (plain moves on x86), since
+ * hpm_range may read it (atomically) from any thread for any address,
+ * also for a block that its owner is handing out or taking back
+ * meanwhile; free's own read of the block it is given stays plain. */
+static inline uint64_t hpm_block_mark(void **b) { return (uint64_t)__atomic_load_n(&b[1], __ATOMIC_RELAXED); }
+static inline void hpm_block_set_mark(void **b, uint64_t v) { __atomic_store_n(&b[1], (void *)v, __ATOMIC_RELAXED); }
+static inline void hpm_block_set_free(void **b) { hpm_block_set_mark(b, hpm_cookie(b)); }
+
+/* Zero a metadata record whose fields hpm_range may be reading from
+ * another thread (the record of a span that has just been freed, now
+ * reused): word by word, atomically. bytes is a multiple of 8. */
+static inline void hpm_record_zero(void *rec, size_t bytes) {
+    uint64_t *w = rec;
+    for (size_t i = 0; i < bytes / 8; i++) __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
+}
+
 /* The owner's count of its net allocated bytes; read by the counters from
  * other threads (relaxed loads). Only the owner writes it, so on x86-64 it
  * is one add to memory, not locked (a relaxed load and store compile to a
@@ -601,6 +626,18 @@ static inline void hpm_used_sub(hpm_heap_t *h, uint64_t bytes) {
 static inline uint32_t hpm_slab_fresh(const hpm_span_t *s) {
     return __atomic_load_n(&s->fresh_blocks, __ATOMIC_RELAXED);
 }
+
+/* A slab's pages given back while it lives: written by its owner only
+ * (slab.c), atomically, because hpm_range reads it for a live block that
+ * another thread owns. The owner's own reads need no atomic. */
+static inline void hpm_slab_set_held_mask(hpm_span_t *s, uint32_t mask) {
+    __atomic_store_n(&s->held_pages_mask, mask, __ATOMIC_RELAXED);
+}
+
+/* A medium span's `cached` mark: set and cleared by the thread or lock
+ * that holds the span, read by hpm_range on any address, atomically. */
+static inline bool hpm_span_cached(const hpm_span_t *s) { return __atomic_load_n(&s->cached, __ATOMIC_RELAXED); }
+static inline void hpm_span_set_cached(hpm_span_t *s, bool on) { __atomic_store_n(&s->cached, (uint8_t)on, __ATOMIC_RELAXED); }
 
 /* A slab's list and, with it, when a local free needs the slow path: a
  * full slab becomes available at its first free (threshold above any

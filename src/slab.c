@@ -29,13 +29,13 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     const hpm_class_t *k = &_hpm_classes[cls];
     s->class_idx = (uint8_t)cls;
     hpm_slab_set_list(s, LIST_NONE);
-    s->block_bytes = k->block_bytes;
-    s->recip = k->recip;
+    __atomic_store_n(&s->block_bytes, k->block_bytes, __ATOMIC_RELAXED);   /* hpm_range reads these */
+    __atomic_store_n(&s->recip, k->recip, __ATOMIC_RELAXED);
     s->div_magic = k->div_magic;
     s->capacity = (uint32_t)(((size_t)s->n_pages << HPM_PAGE_SHIFT) / k->block_bytes);
     hpm_slab_set_used(s, 0);
     s->held_blocks = 0;
-    s->held_pages_mask = 0;
+    hpm_slab_set_held_mask(s, 0);
     hpm_assert((size_t)s->capacity * k->block_bytes < ((size_t)1 << 32));   /* for the div_magic check */
     hpm_assert(s->capacity < UINT16_MAX);   /* a full slab's threshold is above any count (internal.h) */
     set_fresh(s, 0);
@@ -57,7 +57,7 @@ bool _hpm_slab_extend(hpm_span_t *s) {
     for (uint32_t i = fresh + n; i-- > fresh; ) {   /* so the list runs in address order */
         void **b = (void **)(base + (size_t)i * s->block_bytes);
         b[0] = list;
-        b[1] = (void *)hpm_cookie(b);
+        hpm_block_set_free(b);
         list = b;
     }
     s->free = list;
@@ -133,7 +133,7 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
     }
     if (!shed) return 0;
     s->held_blocks += held;
-    s->held_pages_mask |= shed;
+    hpm_slab_set_held_mask(s, s->held_pages_mask | shed);
     __atomic_add_fetch(&_hpm_slab_held_pages, pages, __ATOMIC_RELAXED);
     return pages;
 }
@@ -145,11 +145,11 @@ void _hpm_slab_refill(hpm_span_t *s) {
         if (!(block_pages(s, i) & s->held_pages_mask)) continue;
         void **b = (void **)(s->start + (uintptr_t)i * s->block_bytes);
         b[0] = list;
-        b[1] = (void *)hpm_cookie(b);
+        hpm_block_set_free(b);
         list = b;
     }
     s->free = list;
     s->held_blocks = 0;
     __atomic_sub_fetch(&_hpm_slab_held_pages, (size_t)__builtin_popcount(s->held_pages_mask), __ATOMIC_RELAXED);
-    s->held_pages_mask = 0;
+    hpm_slab_set_held_mask(s, 0);
 }

@@ -93,7 +93,7 @@ hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
     if (k) __builtin_prefetch(st[k - 1], 1);   /* the next medium malloc of this class reads and writes its first line */
     h->span_cache_n[cls] = (uint8_t)k;
     h->span_cache_bytes -= hpm_medium_bytes(cls);
-    s->cached = 0;
+    hpm_span_set_cached(s, false);
     return s;
 }
 
@@ -103,7 +103,7 @@ int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     unsigned cls = hpm_medium_class(n);
     if (hpm_medium_pages(cls) != n) return 0;   /* an aligned span of another size */
     if (!medium_caching_on()) return 0;
-    s->cached = 1;
+    hpm_span_set_cached(s, true);
     s->clean = 0;
     unsigned k = h->span_cache_n[cls];
     stack_of(h, cls)[k++] = s;   /* k <= 8 * batch + 1: a stack over 8 * batch drained when it got there */

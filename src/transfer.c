@@ -44,14 +44,14 @@ static unsigned peek_n(const central_t *c) { return __atomic_load_n(&c->n, __ATO
 static void set_n(central_t *c, unsigned n) { __atomic_store_n(&c->n, n, __ATOMIC_RELAXED); }
 static size_t central_bytes;    /* atomic: bytes in all arrays */
 
-/* Spans back to the pageheap, one lock hold. */
+/* Spans back to the pageheap, one lock hold. They stay marked cached
+ * until their records are reused (span_new clears them): cleared here,
+ * before the pageheap clears their map entries, a span read as live to
+ * hpm_range meanwhile (test_rangerace). */
 static void spans_free(hpm_span_t *const *spans, unsigned n) {
     if (n == 0) return;
     pthread_mutex_lock(&_hpm_ph.lock);
-    for (unsigned i = 0; i < n; i++) {
-        spans[i]->cached = 0;
-        _hpm_ph_free_span(&_hpm_ph, spans[i]);
-    }
+    for (unsigned i = 0; i < n; i++) _hpm_ph_free_span(&_hpm_ph, spans[i]);
     hpm_ph_unlock(&_hpm_ph);
 }
 
@@ -73,7 +73,7 @@ unsigned _hpm_transfer_get(unsigned cls, unsigned want, hpm_span_t **out) {
         for (; n < want; n++) {
             hpm_span_t *s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
             if (!s) break;
-            s->cached = 1;
+            hpm_span_set_cached(s, true);
             out[n] = s;
         }
         hpm_ph_unlock(&_hpm_ph);
