@@ -595,9 +595,12 @@ static inline void hpm_block_set_free(void **b) { hpm_block_set_mark(b, hpm_cook
 
 /* Zero a metadata record whose fields hpm_range may be reading from
  * another thread (the record of a span that has just been freed, now
- * reused): word by word, atomically. bytes is a multiple of 8. */
+ * reused): word by word, atomically. bytes is a multiple of 8. The words
+ * are may_alias, as memset's bytes are: the record's typed stores that
+ * follow must not be moved before them. */
+typedef uint64_t __attribute__((may_alias)) hpm_any_word_t;
 static inline void hpm_record_zero(void *rec, size_t bytes) {
-    uint64_t *w = rec;
+    hpm_any_word_t *w = rec;
     for (size_t i = 0; i < bytes / 8; i++) __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
 }
 
