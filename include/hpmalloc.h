@@ -35,7 +35,10 @@ size_t hpm_usable_size(const void *p);
 
 /* From any address inside a live allocation (interior pointers included),
  * give its base and usable size in O(1). Returns false for anything else:
- * a pointer outside the heap, a free block, or NULL. base/size may be NULL. */
+ * a pointer outside the heap, a free block, or NULL. base/size may be NULL.
+ * Safe from any thread at any time, also while other threads allocate and
+ * free; a query that races with the free of the same allocation gets
+ * either answer. */
 bool hpm_range(const void *p, void **base, size_t *size);
 
 /* ---- counters ---- */
