@@ -38,7 +38,9 @@ size_t hpm_usable_size(const void *p);
  * a pointer outside the heap, a free block, or NULL. base/size may be NULL.
  * Safe from any thread at any time, also while other threads allocate and
  * free; a query that races with the free of the same allocation gets
- * either answer. */
+ * either answer. For a small block it reads the block's second word (its
+ * free mark), so a query of a block that another thread is writing at
+ * that moment is a data race on that word, as any read of it would be. */
 bool hpm_range(const void *p, void **base, size_t *size);
 
 /* ---- counters ---- */
