@@ -9,11 +9,14 @@
  * live block of that slab, nor with (3) an owner that
  * keeps handing out and taking back the blocks of its slabs, and giving
  * its empty slabs back, while another thread asks about addresses in
- * them (the records' fields and the blocks' free marks). The answers are
+ * them (the records' fields and the blocks' free marks), nor, (4), with
+ * threads that allocate small and medium blocks, reallocate and trim while
+ * another queries their range, reads the counters and trims. The answers are
  * checked here; the races themselves are what the TSan build of this test
  * (make tsan) looks for: before the map entries, the records' fields and
  * the free marks were read and written atomically, it reported them in
  * every run. */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -112,6 +115,18 @@ static void test_live_block_while_shed(void) {
     CHECK(shed_pages > 0, "the owner's trims gave back no slab page (held pages %ld)", shed_pages);
 }
 
+/* One query of a random address in [lo, hi) (x: xorshift state): 0 when
+ * it is not live, 1 for a true answer that holds the address (its length
+ * in *len), -1 for one that does not. */
+static int query_random(uint64_t *x, uintptr_t lo, uintptr_t hi, size_t *len) {
+    *x ^= *x << 13; *x ^= *x >> 7; *x ^= *x << 17;
+    uintptr_t a = lo + (uintptr_t)(*x % (hi - lo));
+    void *base = NULL;
+    *len = 0;
+    if (!hpm_range((void *)a, &base, len)) return 0;
+    return (uintptr_t)base <= a && a - (uintptr_t)base < *len ? 1 : -1;
+}
+
 enum { CHURN_BLOCKS = 512, CHURN_ROUNDS = 400, CHURN_BYTES = 48, CHURN_QUERIES = 20000 };
 static uintptr_t churn_lo, churn_hi;   /* the address range the owner's blocks came from */
 static atomic_int churning;   /* 1: the range is set; 2: the owner is done */
@@ -159,14 +174,10 @@ static void test_churning_slabs(void) {
     long queries = 0, live = 0, bad = 0;
     uint64_t x = 88172645463325252ull;
     do {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        uintptr_t a = lo + (uintptr_t)(x % (hi - lo));
-        void *base = NULL;
-        size_t len = 0;
-        if (hpm_range((void *)a, &base, &len)) {
-            live++;
-            if ((uintptr_t)base > a || a - (uintptr_t)base >= len || (len != 48 && len != 64)) bad++;
-        }
+        size_t len;
+        int r = query_random(&x, lo, hi, &len);
+        live += r != 0;
+        bad += r < 0 || (r > 0 && len != 48 && len != 64);
         if (++queries == CHURN_QUERIES) atomic_store(&queried_enough, 1);
     } while (atomic_load(&churning) == 1);
     pthread_join(t, NULL);
@@ -176,10 +187,84 @@ static void test_churning_slabs(void) {
           queries);
 }
 
+enum { API_WORKERS = 3, API_SLOTS = 512, API_QUERIES = 100000 };
+static atomic_int api_stop;
+static atomic_long api_bad_usable;
+static pthread_mutex_t api_range_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t api_lo = UINTPTR_MAX, api_hi;
+
+/* A worker: random small (1..2000 B) and medium (8 KiB..300 KB) blocks in
+ * 512 slots, one in 256 reallocated to twice its size, a trim every 4096
+ * steps; each block's usable size checked before its free. Blocks are not
+ * written (only the allocator writes them: see the file's comment). */
+static void *api_worker(void *arg) {
+    uint64_t x = (uintptr_t)arg * 2654435761u + 1;
+    void *keep[API_SLOTS] = {0};
+    size_t want[API_SLOTS] = {0};
+    while (!atomic_load(&api_stop)) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        unsigned i = (unsigned)(x % API_SLOTS);
+        if (keep[i]) {
+            if (malloc_usable_size(keep[i]) < want[i]) atomic_fetch_add(&api_bad_usable, 1);
+            free(keep[i]);
+            keep[i] = NULL;
+            continue;
+        }
+        size_t n = (x >> 20) % 4 == 0 ? 8192 + (x >> 8) % 300000 : 1 + (x >> 8) % 2000;
+        keep[i] = malloc(n);
+        want[i] = n;
+        if (keep[i] && (x & 255) == 0) {
+            void *r = realloc(keep[i], 2 * n);
+            if (r) { keep[i] = r; want[i] = 2 * n; }
+        }
+        if (!keep[i]) continue;
+        pthread_mutex_lock(&api_range_lock);
+        if ((uintptr_t)keep[i] < api_lo) api_lo = (uintptr_t)keep[i];
+        if ((uintptr_t)keep[i] + want[i] > api_hi) api_hi = (uintptr_t)keep[i] + want[i];
+        pthread_mutex_unlock(&api_range_lock);
+        if ((x & 4095) == 0) hpm_trim();
+    }
+    for (int i = 0; i < API_SLOTS; i++) free(keep[i]);
+    return arg;
+}
+
+/* (4) The API beside allocating threads: random addresses of their range
+ * queried (a true answer must hold the address), the counters read and
+ * the heap trimmed now and then. */
+static void test_api_beside_workers(void) {
+    pthread_t t[API_WORKERS];
+    int started = 0;
+    for (long i = 0; i < API_WORKERS; i++) started += pthread_create(&t[i], NULL, api_worker, (void *)(i + 1)) == 0;
+    CHECK(started == API_WORKERS, "%d of %d workers started", started, API_WORKERS);
+    uint64_t x = 7;
+    long queries = 0, live = 0, bad = 0;
+    while (queries < API_QUERIES) {
+        pthread_mutex_lock(&api_range_lock);
+        uintptr_t lo = api_lo, hi = api_hi;
+        pthread_mutex_unlock(&api_range_lock);
+        if (hi <= lo) continue;
+        size_t len;
+        int r = query_random(&x, lo, hi, &len);
+        live += r != 0;
+        bad += r < 0;
+        if (++queries % 5000 == 0) {
+            hpm_stats_t st;
+            hpm_stats_get(&st);
+        }
+        if (queries % 20000 == 0) hpm_trim();
+    }
+    atomic_store(&api_stop, 1);
+    for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+    CHECK(live > 0, "none of %ld queries found a live block", queries);
+    CHECK(bad == 0, "%ld of %ld true answers did not hold the address", bad, live);
+    CHECK(atomic_load(&api_bad_usable) == 0, "%ld blocks had a usable size under their request", atomic_load(&api_bad_usable));
+}
+
 int main(void) {
     free(malloc(1));   /* hpmalloc set up, its background thread idle */
     test_dead_spans_while_released();
     test_live_block_while_shed();
     test_churning_slabs();
+    test_api_beside_workers();
     return TEST_DONE();
 }
