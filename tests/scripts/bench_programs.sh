@@ -10,7 +10,8 @@
 # cache_thrash, cache_scratch, glibc_bench) and malloc_stall also run under hpmalloc
 # (build/libhpmalloc.so) and must pass their self-checks there, and
 # `hpm bench --alloc NAME=LIB.so[,VAR=VALUE]` must run a library given so;
-# bench/scripts/pairs.sh prints its pairs and their median ratio.
+# bench/scripts/pairs.sh prints its pairs and their median ratio, and
+# bench/scripts/rss_by_mapping.py splits a stopped larson's RSS.
 # Ends with "N passed, N failed". Takes about half a minute.
 set -u
 cd "$(dirname "$0")/../.."
@@ -156,6 +157,18 @@ if [[ -r $hpm_lib ]]; then
   check "[[ \$? -eq 1 ]] && grep -q 'no no_such_metric=' '$tmp/p.err'" "pairs.sh with a metric the program does not print must fail"
   bench/scripts/pairs.sh 0 ns_per_op "" "" $B/alloc_test >/dev/null 2>&1
   check "[[ \$? -eq 2 ]]" "pairs.sh with 0 pairs must exit 2"
+fi
+
+# bench/scripts/rss_by_mapping.py: a larson run stopped half a second in;
+# RSS by kind of mapping, larson's never-joined thread stacks among them,
+# with their depth, and the program's RESULT line after it resumed.
+if [[ -r $hpm_lib ]] && command -v python3 >/dev/null; then
+  timeout 60 python3 bench/scripts/rss_by_mapping.py "$hpm_lib" 0.5 $B/larson --threads 2 --seconds 1 \
+      >"$tmp/r.out" 2>"$tmp/r.err"
+  check "[[ \$? -eq 0 ]] && grep -qE '^total [1-9][0-9]* KB\$' '$tmp/r.out' && grep -qE '^  stack: [1-9][0-9]* KB in [1-9][0-9]* mappings' '$tmp/r.out'" \
+        "rss_by_mapping.py: totals and larson's stacks: $(head -n 3 "$tmp/r.out" "$tmp/r.err" | tr '\n' ' ')"
+  check "grep -qE '^  stack depth \(bytes from the top\): median [1-9][0-9]*, max [1-9][0-9]*' '$tmp/r.out' && result_ok '$tmp/r.out' larson" \
+        "rss_by_mapping.py: stack depths and larson's RESULT line: $(tail -n 2 "$tmp/r.out")"
 fi
 
 # hpm bench --alloc NAME=LIB.so[,VAR=VALUE]: a library given by path runs
