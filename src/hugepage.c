@@ -431,6 +431,14 @@ static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsi
     hp_cache_push(ph, hp, now_ns);
 }
 
+/* Where a span lies: written atomically, since hpm_range reads both at
+ * any time and other threads' frees read the page count of a slot's slab
+ * (hpm_slot_holds). */
+static void span_set_range(hpm_span_t *s, uintptr_t start, size_t n_pages) {
+    __atomic_store_n(&s->start, start, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->n_pages, (uint32_t)n_pages, __ATOMIC_RELAXED);
+}
+
 /* Place an n-page span in hp, first fit inside it. */
 static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, int kind, int first) {
     bool seek_boundary = kind == SPAN_SLAB && first < 0 && n_pages >= HPM_GRANULE_PAGES;   /* for its granule's slot */
@@ -443,10 +451,9 @@ static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, 
         if (hp->used_pages == 0) { _hpm_filler_remove(ph, hp); hp_cache_push(ph, hp, &now); }
         return NULL;
     }
-    __atomic_store_n(&s->kind, (uint8_t)kind, __ATOMIC_RELAXED);   /* these three: hpm_range, hpm_slot_holds */
+    __atomic_store_n(&s->kind, (uint8_t)kind, __ATOMIC_RELAXED);   /* hpm_range reads it */
     s->clean = 1;
-    __atomic_store_n(&s->n_pages, (uint32_t)n_pages, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->start, hpm_hp_addr(ph, hp) + ((uintptr_t)first << HPM_PAGE_SHIFT), __ATOMIC_RELAXED);
+    span_set_range(s, hpm_hp_addr(ph, hp) + ((uintptr_t)first << HPM_PAGE_SHIFT), n_pages);
     hp_use_pages(ph, hp, (unsigned)first, (unsigned)n_pages, s);
     return s;
 }
@@ -688,16 +695,15 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
         hp_take_empty(ph, hp);
     }
     if (head && end_at < 0) end_at = first++;   /* the first hugepage taken holds the head */
-    __atomic_store_n(&s->kind, SPAN_LARGE, __ATOMIC_RELAXED);   /* kind, n_pages, start: hpm_range */
+    __atomic_store_n(&s->kind, SPAN_LARGE, __ATOMIC_RELAXED);   /* hpm_range reads it */
     s->clean = 1;
-    __atomic_store_n(&s->n_pages, (uint32_t)n_pages, __ATOMIC_RELAXED);
     if (head) {
         hpm_hp_t *end_hp = hp_at(ph, (size_t)end_at);
-        __atomic_store_n(&s->start, hpm_hp_addr(ph, end_hp) + ((uintptr_t)(HPM_PAGES_PER_HP - head) << HPM_PAGE_SHIFT), __ATOMIC_RELAXED);
+        span_set_range(s, hpm_hp_addr(ph, end_hp) + ((uintptr_t)(HPM_PAGES_PER_HP - head) << HPM_PAGE_SHIFT), n_pages);
         if (zero) hp_make_zero(ph, end_hp, HPM_PAGES_PER_HP - head, head);
         hp_use_pages(ph, end_hp, HPM_PAGES_PER_HP - head, head, s);
     } else {
-        __atomic_store_n(&s->start, hpm_hp_addr(ph, hp_at(ph, (size_t)first)), __ATOMIC_RELAXED);
+        span_set_range(s, hpm_hp_addr(ph, hp_at(ph, (size_t)first)), n_pages);
     }
     for (size_t i = 0, left = n_pages - head; left > 0; i++) {
         unsigned n = left > HPM_PAGES_PER_HP ? HPM_PAGES_PER_HP : (unsigned)left;
@@ -725,8 +731,7 @@ hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t ali
     uint64_t now = 0;
     if (head) hp_free_pages(ph, hp, first, head, false, &now);
     if (tail) hp_free_pages(ph, hp, first + head + (unsigned)n_pages, tail, false, &now);
-    __atomic_store_n(&s->start, aligned, __ATOMIC_RELAXED);   /* hpm_range reads both */
-    __atomic_store_n(&s->n_pages, (uint32_t)n_pages, __ATOMIC_RELAXED);
+    span_set_range(s, aligned, n_pages);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
 }

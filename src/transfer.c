@@ -44,10 +44,10 @@ static unsigned peek_n(const central_t *c) { return __atomic_load_n(&c->n, __ATO
 static void set_n(central_t *c, unsigned n) { __atomic_store_n(&c->n, n, __ATOMIC_RELAXED); }
 static size_t central_bytes;    /* atomic: bytes in all arrays */
 
-/* Spans back to the pageheap, one lock hold. They stay marked cached
- * until their records are reused (span_new clears them): cleared here,
- * before the pageheap clears their map entries, a span read as live to
- * hpm_range meanwhile (test_rangerace). */
+/* Spans back to the pageheap, one lock hold. Their `cached` mark stays
+ * set until span_new reuses their records: cleared here, it left a moment
+ * before the pageheap cleared their map entries in which hpm_range read
+ * a freed span as live (test_rangerace). */
 static void spans_free(hpm_span_t *const *spans, unsigned n) {
     if (n == 0) return;
     pthread_mutex_lock(&_hpm_ph.lock);
