@@ -10,6 +10,8 @@ pkgs=(gcc make libc6-dev python3 sqlite3 lua5.4 redis-server redis-tools
 # packaging and install tests (debian/, make install, C++ operator new),
 # and the Prometheus parser of hpm stat --prometheus's test
 pkgs+=(g++ pkg-config cmake dpkg-dev debhelper lintian python3-prometheus-client)
+# the heap census of bench/scripts/rss_by_mapping.py --census (its smoke test)
+pkgs+=(gdb)
 [[ $what == bench ]] && pkgs+=(hyperfine)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,105 @@
+"""heap_census_gdb.py: hpmalloc's pageheap and slabs in a stopped process, read by gdb.
+
+Run inside gdb attached to a program preloaded with a libhpmalloc.so
+that has its symbols (`make` builds it with -g):
+  gdb -q -batch -iex "set libthread-db-search-path /nonexistent" \
+      -p PID -x bench/scripts/heap_census_gdb.py
+(rss_by_mapping.py --census does this for a run it stops). Prints the
+hugepages by state, the pages in use and free inside the active ones,
+then the small-object slabs by heap list and by owner: how many, their
+pages, their capacity and the bytes of their blocks in use. A slab that is
+current for its class ("CURRENT") has its free blocks in its owner's hand,
+so its count of live blocks is not kept (internal.h, hpm_slab_used): only
+its capacity is shown. Reads memory only; calls nothing in the process.
+"""
+import collections
+import struct
+
+import gdb
+
+PAGE_SHIFT, PAGES_PER_HP, GIB_SHIFT = 12, 512, 30
+HP_STATES = {0: "unused", 1: "released", 2: "cached", 3: "active"}
+LISTS = ["none", "CURRENT", "AVAIL", "FULL", "ABANDONED", "EMPTY", "ABANDONED_FULL"]
+SPAN_SLAB, LIST_CURRENT, LIST_FULL, LIST_EMPTY = 1, 1, 3, 5
+FULL_THRESHOLD = 65535   # hpm_list_threshold(LIST_FULL)
+
+
+def map_entries(l1, hp_addr):
+    """The page map's 512 entries for the hugepage at hp_addr (as
+    hpm_span_of_l1 finds them), read in one piece: span addresses or 0."""
+    chunk = int(l1[hp_addr >> GIB_SHIFT])
+    if chunk == 0:
+        return [0] * PAGES_PER_HP
+    chunk_pages = 1 << (GIB_SHIFT - PAGE_SHIFT)
+    first = chunk + ((hp_addr >> PAGE_SHIFT) & (chunk_pages - 1)) * 8
+    raw = gdb.selected_inferior().read_memory(first, PAGES_PER_HP * 8)
+    return list(struct.unpack("<%dQ" % PAGES_PER_HP, bytes(raw)))
+
+
+def slab_used_blocks(s, lst):
+    """Live blocks of a slab not in a hand (hpm_slab_used); None if unknown."""
+    if lst == LIST_CURRENT:
+        return None
+    if lst == LIST_EMPTY:
+        return 0
+    return int(s["credit"]) + (FULL_THRESHOLD if lst == LIST_FULL else 1)
+
+
+def main():
+    span_ptr = gdb.lookup_type("hpm_span_t").pointer()
+    ph = gdb.parse_and_eval("_hpm_ph")
+    l1 = gdb.parse_and_eval("_hpm_l1")
+    top = int(ph["top_hp"])
+    states, used_active, free_active = collections.Counter(), 0, 0
+    by_list = collections.defaultdict(lambda: [0, 0, 0, 0])    # slabs, pages, capacity bytes, used bytes
+    by_owner = collections.defaultdict(lambda: [0, 0])         # slabs, pages
+    other_pages = 0
+    for i in range(top):
+        hp = ph["hps"][i]
+        state = int(hp["state"])
+        states[HP_STATES.get(state, str(state))] += 1
+        if state != 3:
+            continue
+        used_active += int(hp["used_pages"])
+        free_active += PAGES_PER_HP - int(hp["used_pages"])
+        base, page = int(hp["addr"]), 0
+        entries = map_entries(l1, base)
+        while page < PAGES_PER_HP:
+            addr = base + (page << PAGE_SHIFT)
+            if entries[page] == 0:
+                page += 1
+                continue
+            s = gdb.Value(entries[page]).cast(span_ptr).dereference()
+            start, n = int(s["start"]), max(int(s["n_pages"]), 1)
+            if start != addr:   # a span that began in an earlier hugepage, or a page after its start
+                page += 1
+                continue
+            if int(s["kind"]) != SPAN_SLAB:
+                other_pages += n
+                page += n
+                continue
+            lst = int(s["list"])
+            block = int(s["block_bytes"])
+            row = by_list[LISTS[lst] if lst < len(LISTS) else str(lst)]
+            row[0] += 1
+            row[1] += n
+            row[2] += int(s["capacity"]) * block
+            used = slab_used_blocks(s, lst)
+            row[3] += (used or 0) * block
+            owner = int(s["owner"])
+            o = by_owner["abandoned" if owner == 0 else "heap %#x" % owner]
+            o[0] += 1
+            o[1] += n
+            page += n
+    print("hugepages: " + ", ".join("%s %d" % kv for kv in sorted(states.items())))
+    print("active hugepages: %d pages in use, %d free (%.1f MiB)" % (used_active, free_active, free_active / 256))
+    print("spans other than slabs: %d pages" % other_pages)
+    print("slabs by list: list, slabs, pages, capacity KiB, in use KiB (CURRENT: not kept)")
+    for name, (n, pages, cap, used) in sorted(by_list.items()):
+        print("  %-15s %5d %6d %8d %8s" % (name, n, pages, cap >> 10, "-" if name == "CURRENT" else used >> 10))
+    print("slabs by owner: owner, slabs, pages")
+    for name, (n, pages) in sorted(by_owner.items(), key=lambda kv: -kv[1][1]):
+        print("  %-20s %5d %6d" % (name, n, pages))
+
+
+main()
