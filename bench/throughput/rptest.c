@@ -32,12 +32,19 @@
  *   bench=rptest threads=T ... memops=N peak_live_kb=N mops=X
  *   ns_per_op=X check=ok (memops counts mallocs and frees; ns_per_op =
  *   wall time / memops; peak_live_kb: the most bytes the program held,
- *   counted once per loop as the original does). */
+ *   counted once per loop as the original does).
+ * --trace-peaks also prints, before the RESULT line, one line per run:
+ *   PEAK run=R peak_kb=N loops=A,B,... (the run's own peak of live bytes
+ *   and how many loops each thread had finished when it was reached), so
+ *   that a high peak can be told apart as a thread that had not started
+ *   (loops 0) or one that fell behind later (docs/bench.md). The highest
+ *   of the runs' peaks is peak_live_kb. */
 #include <getopt.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +68,7 @@ typedef struct worker {
     _Atomic(sent_t *) inbox;
     uint64_t memops, sent_blocks, recv_blocks;
     int64_t live_delta;       /* bytes allocated minus bytes freed since the last note_live */
+    _Atomic uint64_t loops_done;   /* this run's finished loops (--trace-peaks only) */
 } worker_t;
 
 static const char *prog = "rptest";
@@ -68,6 +76,8 @@ static uint64_t n_threads, loops, slots, cross_rate, alloc_stride, free_stride;
 static size_t size_table[N_SIZES];
 static uint64_t alloc_ops[N_OPS], free_ops[N_OPS];
 static atomic_int finished_loops;
+static bool trace_peaks;
+static worker_t *workers;
 static pthread_barrier_t meet, start_gate;
 
 static void *alloc_block(size_t size, uint64_t k) {
@@ -118,10 +128,40 @@ static void free_sent(worker_t *w, sent_t *s) {
  * needs. It depends on timing (a thread that falls behind holds the
  * batches sent to it), so it varies from run to run. */
 static _Atomic int64_t live_bytes, peak_live_bytes;
+
+/* --trace-peaks: the current run's peak and each thread's loop count when
+ * it was reached, set together under a lock (taken once per loop, and
+ * only when tracing). */
+static pthread_mutex_t run_peak_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t run_peak_bytes;
+static uint64_t *run_peak_loops;
+
+static void note_run_peak(int64_t v) {
+    pthread_mutex_lock(&run_peak_lock);
+    if (v > run_peak_bytes) {
+        run_peak_bytes = v;
+        for (uint64_t i = 0; i < n_threads; i++) run_peak_loops[i] = atomic_load(&workers[i].loops_done);
+    }
+    pthread_mutex_unlock(&run_peak_lock);
+}
+
 static void note_live(worker_t *w) {
     int64_t v = atomic_fetch_add(&live_bytes, w->live_delta) + w->live_delta, peak = atomic_load(&peak_live_bytes);
     w->live_delta = 0;
     while (v > peak && !atomic_compare_exchange_weak(&peak_live_bytes, &peak, v)) {}
+    if (trace_peaks) note_run_peak(v);
+}
+
+/* --trace-peaks: the PEAK line of run r, then a fresh start for the next. */
+static void print_run_peak(uint64_t r) {
+    printf("PEAK run=%llu peak_kb=%lld loops=", (unsigned long long)r, (long long)(run_peak_bytes >> 10));
+    for (uint64_t i = 0; i < n_threads; i++) {
+        printf("%s%llu", i ? "," : "", (unsigned long long)run_peak_loops[i]);
+        run_peak_loops[i] = 0;
+        atomic_store(&workers[i].loops_done, 0);
+    }
+    printf("\n");
+    run_peak_bytes = 0;
 }
 
 static void drain_inbox(worker_t *w) { free_sent(w, atomic_exchange(&w->inbox, NULL)); }
@@ -176,6 +216,7 @@ static void *worker_main(void *arg) {
                 w->sent_blocks += n_alloc;
                 send(&w->all[cross], s);
             }
+            if (trace_peaks) atomic_fetch_add_explicit(&w->loops_done, 1, memory_order_relaxed);
             note_live(w);
             if (atomic_load_explicit(&finished_loops, memory_order_relaxed) > 0) do_send = 0;
         }
@@ -207,12 +248,15 @@ static void *worker_main(void *arg) {
 static void usage(void) {
     printf("usage: rptest [--threads T] [--loops N] [--slots N] [--ops N] [--cross-rate N]\n"
            "              [--min BYTES] [--max BYTES] [--dist even|linear|exp] [--runs N] [--seed S]\n"
+           "              [--trace-peaks]\n"
            "  rpmalloc's benchmark: T threads replace blocks of random size in rings of N\n"
            "  slots; every --cross-rate loops a batch of blocks goes to another thread,\n"
            "  which frees them. The threads are started --runs times (the original: 2).\n"
            "  Defaults (mimalloc-bench's `rptest T 0 1 2 500 1000 100 8 16000`):\n"
            "    --threads 2 --loops 500 --slots 1000 --ops 100 --cross-rate 2 --min 8 --max 16000\n"
            "    --dist linear --runs 2 --seed 1\n"
+           "  --trace-peaks: first a line per run, PEAK run=R peak_kb=N loops=A,B,...: its peak of\n"
+           "    live bytes and each thread's finished loops when it was reached.\n"
            "  Prints: RESULT bench=rptest ... mops=X ns_per_op=X check=ok\n");
 }
 
@@ -223,7 +267,7 @@ int main(int argc, char **argv) {
     static const struct option opts[] = {
         {"threads", 1, 0, 't'}, {"loops", 1, 0, 'l'}, {"slots", 1, 0, 'n'}, {"ops", 1, 0, 'o'},
         {"cross-rate", 1, 0, 'c'}, {"min", 1, 0, 'a'}, {"max", 1, 0, 'b'}, {"dist", 1, 0, 'd'},
-        {"runs", 1, 0, 'r'}, {"seed", 1, 0, 's'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"runs", 1, 0, 'r'}, {"seed", 1, 0, 's'}, {"trace-peaks", 0, 0, 'p'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -237,6 +281,7 @@ int main(int argc, char **argv) {
         case 'b': max_b = bench_arg_size(prog, "--max", optarg, 8, 1u << 30); break;
         case 'd': dist = optarg; break;
         case 's': seed = bench_arg_size(prog, "--seed", optarg, 0, UINT64_MAX); break;
+        case 'p': trace_peaks = true; break;
         case 'h': usage(); return 0;
         default: bench_usage_error(prog, "unknown option");
         }
@@ -271,6 +316,8 @@ int main(int argc, char **argv) {
     }
 
     worker_t *w = bench_scratch_alloc(sizeof *w * n_threads);
+    workers = w;
+    run_peak_loops = bench_scratch_alloc(sizeof *run_peak_loops * n_threads);
     pthread_t *tid = bench_scratch_alloc(sizeof *tid * n_threads);
     pthread_barrier_init(&meet, NULL, (unsigned)n_threads);
     pthread_barrier_init(&start_gate, NULL, (unsigned)n_threads);
@@ -278,12 +325,14 @@ int main(int argc, char **argv) {
         w[i].id = (int)i;
         w[i].all = w;
         atomic_init(&w[i].inbox, NULL);
+        atomic_init(&w[i].loops_done, 0);
     }
     uint64_t t0 = bench_now_ns();
     for (uint64_t r = 0; r < runs; r++) {
         for (uint64_t i = 0; i < n_threads; i++)
             if (pthread_create(&tid[i], NULL, worker_main, &w[i])) { perror("pthread_create"); return 1; }
         for (uint64_t i = 0; i < n_threads; i++) pthread_join(tid[i], NULL);
+        if (trace_peaks) print_run_peak(r);
     }
     uint64_t wall_ns = bench_now_ns() - t0, memops = 0, sent = 0, recv = 0;
     for (uint64_t i = 0; i < n_threads; i++) {

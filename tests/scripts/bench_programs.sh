@@ -108,6 +108,17 @@ $B/rptest --threads 2 --loops 50 --slots 200 >"$tmp/r2" 2>&1
 check "[[ \$(field '$tmp/r2' cross_blocks) -gt 0 ]]" "rptest must send blocks to the other thread: $(tail -n 1 "$tmp/r2")"
 # 200 slots of 2.7 KB on average per thread, filled: at least 0.5 MB live
 check "[[ \$(field '$tmp/r2' peak_live_kb) -gt 500 ]]" "rptest counts its peak of live bytes: $(tail -n 1 "$tmp/r2")"
+# --trace-peaks: one PEAK line per run, before the RESULT line, with a loop
+# count for each thread (at most the 2 x 50 loops a run makes), and the
+# highest of the runs' peaks is the program's peak_live_kb.
+$B/rptest --threads 2 --loops 50 --slots 200 --runs 3 --trace-peaks >"$tmp/r3" 2>&1
+peaks_ok=$(awk -v want="$(field "$tmp/r3" peak_live_kb)" '
+  /^PEAK / { n++; if ($2 != "run=" (n - 1) || $4 !~ /^loops=[0-9]+,[0-9]+$/) bad = 1
+             split(substr($4, 7), l, ","); if (l[1] > 100 || l[2] > 100) bad = 1
+             v = substr($3, 9) + 0; if (v > max) max = v }
+  /^RESULT / { after = (n == 3) }
+  END { print (n == 3 && after && !bad && max == want && want > 0) ? "yes" : "no" }' "$tmp/r3")
+check "[[ $peaks_ok == yes ]] && grep -q 'check=ok' '$tmp/r3'" "rptest --trace-peaks: $(cat "$tmp/r3" | tr '\n' ' ')"
 $B/rptest --threads 1 --loops 50 --slots 200 >"$tmp/r1" 2>&1
 check "grep -q 'cross_rate=0 .*cross_blocks=0 .*check=ok' '$tmp/r1'" "rptest with 1 thread sends nothing: $(tail -n 1 "$tmp/r1")"
 for d in even exp; do
