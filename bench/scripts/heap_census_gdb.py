@@ -5,12 +5,16 @@ that has its symbols (`make` builds it with -g):
   gdb -q -batch -iex "set libthread-db-search-path /nonexistent" \
       -p PID -x bench/scripts/heap_census_gdb.py
 (rss_by_mapping.py --census does this for a run it stops). Prints the
-hugepages by state, the pages in use and free inside the active ones,
-then the small-object slabs by heap list and by owner: how many, their
+hugepages by state, the pages in use and free inside the active ones
+(and each one's pages in use and longest free run), then the
+small-object slabs by size, by heap list and by owner: how many, their
 pages, their capacity and the bytes of their blocks in use. A slab that is
 current for its class ("CURRENT") has its free blocks in its owner's hand,
 so its count of live blocks is not kept (internal.h, hpm_slab_used): only
 its capacity is shown. Reads memory only; calls nothing in the process.
+The first line says whether a thread held the pageheap lock at the stop:
+then a span may be half placed or half freed and the page counts need not
+agree (rss_by_mapping.py --census stops the program again until it is free).
 """
 import collections
 import struct
@@ -50,10 +54,13 @@ def main():
     ph = gdb.parse_and_eval("_hpm_ph")
     l1 = gdb.parse_and_eval("_hpm_l1")
     top = int(ph["top_hp"])
+    print("pageheap lock: %s" % ("held" if int(ph["lock"]["__data"]["__lock"]) else "free"))
     states, used_active, free_active = collections.Counter(), 0, 0
     by_list = collections.defaultdict(lambda: [0, 0, 0, 0])    # slabs, pages, capacity bytes, used bytes
     by_owner = collections.defaultdict(lambda: [0, 0])         # slabs, pages
     other_pages = 0
+    slab_sizes = collections.Counter()   # slab pages -> slabs
+    fill = []                            # "pages in use/longest free run" of each active hugepage
     for i in range(top):
         hp = ph["hps"][i]
         state = int(hp["state"])
@@ -61,6 +68,7 @@ def main():
         if state != 3:
             continue
         used_active += int(hp["used_pages"])
+        fill.append("%d/%d" % (int(hp["used_pages"]), int(hp["longest_free_pages"])))
         free_active += PAGES_PER_HP - int(hp["used_pages"])
         base, page = int(hp["addr"]), 0
         entries = map_entries(l1, base)
@@ -79,6 +87,7 @@ def main():
                 page += n
                 continue
             lst = int(s["list"])
+            slab_sizes[n] += 1
             block = int(s["block_bytes"])
             row = by_list[LISTS[lst] if lst < len(LISTS) else str(lst)]
             row[0] += 1
@@ -93,7 +102,9 @@ def main():
             page += n
     print("hugepages: " + ", ".join("%s %d" % kv for kv in sorted(states.items())))
     print("active hugepages: %d pages in use, %d free (%.1f MiB)" % (used_active, free_active, free_active / 256))
+    print("active hugepages, pages in use/longest free run: " + " ".join(fill))
     print("spans other than slabs: %d pages" % other_pages)
+    print("slabs by size: " + ", ".join("%d of %d pages" % (c, n) for n, c in sorted(slab_sizes.items())))
     print("slabs by list: list, slabs, pages, capacity KiB, in use KiB (CURRENT: not kept)")
     for name, (n, pages, cap, used) in sorted(by_list.items()):
         print("  %-15s %5d %6d %8d %8s" % (name, n, pages, cap >> 10, "-" if name == "CURRENT" else used >> 10))

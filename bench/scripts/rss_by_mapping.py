@@ -86,16 +86,26 @@ def stack_depth(pid, start, end):
 
 
 def census(pid):
-    """hpmalloc's pageheap and slabs, read by gdb from the stopped process."""
+    """hpmalloc's pageheap and slabs, read by gdb from the stopped process.
+    A stop that finds the pageheap lock held (a span half placed or half
+    freed) is tried again: the program runs 10 ms and stops again, up to
+    10 times."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "heap_census_gdb.py")
     # no thread library debugging, debuginfod or auto-loaded scripts: with
     # them gdb spent 25 s on a larson with 160 threads, without them 0.3 s
     quiet = ["-iex", "set debuginfod enabled off", "-iex", "set libthread-db-search-path /nonexistent",
              "-iex", "set auto-load off"]
-    run = subprocess.run(["gdb", "-q", "-batch", *quiet, "-p", str(pid), "-x", script],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-    keep = ("hugepages", "active", "spans", "slabs", "  ", "Traceback", "Python", "gdb.")
-    return [line for line in run.stdout.splitlines() if line.startswith(keep)]
+    keep = ("pageheap lock", "hugepages", "active", "spans", "slabs", "  ", "Traceback", "Python", "gdb.")
+    for _ in range(10):
+        run = subprocess.run(["gdb", "-q", "-batch", *quiet, "-p", str(pid), "-x", script],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        lines = [line for line in run.stdout.splitlines() if line.startswith(keep)]
+        if "pageheap lock: held" not in lines:
+            return lines
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
+        os.kill(pid, signal.SIGSTOP)
+    return lines
 
 
 def main():

@@ -185,14 +185,16 @@ if [[ -r $hpm_lib ]] && command -v python3 >/dev/null; then
   # larson makes only slabs, so their pages add up to the pages in use in
   # the active hugepages (each slab lies in one hugepage), and the main
   # thread (its first blocks) and the lanes' threads own slabs: at least
-  # two heaps, even at the instant a lane changes hands.
+  # two heaps, even at the instant a lane changes hands. The census stops
+  # the program again until no thread holds the pageheap lock, so the
+  # counts are not caught half updated.
   if command -v gdb >/dev/null; then
     timeout 120 python3 bench/scripts/rss_by_mapping.py --census "$hpm_lib" 0.5 $B/larson --threads 2 --seconds 1 \
         >"$tmp/c.out" 2>"$tmp/c.err"
     in_use=$(sed -nE 's/^active hugepages: ([0-9]+) pages in use.*/\1/p' "$tmp/c.out")
     slab_pages=$(awk '/^slabs by list/ {on = 1; next} /^slabs by owner/ {on = 0} on {s += $3} END {print s + 0}' "$tmp/c.out")
     owners=$(awk '/^slabs by owner/ {on = 1; next} on && $1 == "heap" {n++} END {print n + 0}' "$tmp/c.out")
-    check "grep -qE '^hugepages: .*active [1-9]' '$tmp/c.out' && [[ -n '$in_use' && '$in_use' -gt 0 && '$in_use' == '$slab_pages' ]]" \
+    check "grep -q '^pageheap lock: free' '$tmp/c.out' && grep -qE '^hugepages: .*active [1-9]' '$tmp/c.out' && [[ -n '$in_use' && '$in_use' -gt 0 && '$in_use' == '$slab_pages' ]]" \
           "rss_by_mapping.py --census: slab pages ($slab_pages) must equal the pages in use ($in_use): $(sed -n '/^hugepages/,/^RESULT/p' "$tmp/c.out" "$tmp/c.err" | head -n 20 | tr '\n' ' ')"
     check "[[ $owners -ge 2 ]] && grep -q '^spans other than slabs: 0 pages' '$tmp/c.out' && result_ok '$tmp/c.out' larson" \
           "rss_by_mapping.py --census: at least 2 heaps own slabs ($owners), no other spans, larson's RESULT: $(tail -n 3 "$tmp/c.out")"
