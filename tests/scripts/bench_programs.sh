@@ -169,6 +169,12 @@ if [[ -r $hpm_lib ]]; then
   check "[[ \$? -eq 1 ]] && grep -q 'no no_such_metric=' '$tmp/p.err'" "pairs.sh with a metric the program does not print must fail"
   bench/scripts/pairs.sh 0 ns_per_op "" "" $B/alloc_test >/dev/null 2>&1
   check "[[ \$? -eq 2 ]]" "pairs.sh with 0 pairs must exit 2"
+  # every other pair runs B first, and each ratio is still B/A
+  : >"$tmp/order.log"
+  HPM_BENCH_WARM_MIB=0 bench/scripts/pairs.sh 4 ns_per_op "SIDE=A" "SIDE=B" \
+      bash -c 'echo $SIDE >>"$0"; exec "$1" --threads 1 --iters 20000 --slots 4096' "$tmp/order.log" $B/alloc_test >/dev/null 2>"$tmp/p.err"
+  check "[[ \$? -eq 0 && \"\$(tr '\n' ' ' <'$tmp/order.log')\" == 'A B B A A B B A ' ]]" \
+        "pairs.sh order: want A B B A A B B A, got $(tr '\n' ' ' <"$tmp/order.log") $(tail -n 2 "$tmp/p.err")"
 fi
 
 # bench/scripts/rss_by_mapping.py: a larson run stopped half a second in;
