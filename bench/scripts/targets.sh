@@ -52,6 +52,9 @@ for ((r = 1; r <= reps; r++)); do
   for c in "${cases[@]}"; do
     IFS='|' read -r name cmd metric allocs <<<"$c"
     [[ $name == aging-thp ]] && continue   # measured with aging-rss
+    # the allocators in reverse order every other repetition: a run can gain
+    # from its place in the sequence (bench/scripts/pairs.sh, rptest)
+    ((r % 2)) || allocs=$(tr ' ' '\n' <<<"$allocs" | tac | tr '\n' ' ')
     for a in $allocs; do
       $B/warm_memory   # warm free memory first (bench/common/bench_warm.h)
       line=$(env -u GLIBC_TUNABLES ${env[$a]} LD_PRELOAD=${lib[$a]} $B/$cmd 2>/dev/null | grep '^RESULT' | tail -n 1)
