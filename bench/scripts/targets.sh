@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The allocator issue's targets, measured in one interleaved run
-# (A B C A B C ...) and reported as medians and median ratios:
+# (A B C, C B A, A B C ...) and reported as medians and median ratios:
 #   throughput  larson and xmalloc at 1 and 2 threads (ns per op, lower is better)
 #   TLB reach   random walk over 1 GiB of malloc'd 64-byte nodes (ns per node)
 #   memory      aging: RSS after malloc_trim(0) + 1.5 s, and THP coverage
