@@ -669,12 +669,17 @@ static inline void hpm_slab_set_list(hpm_span_t *s, unsigned list) {
 /* Counts a local free (one live block fewer); true when the slow path must look (the list's threshold). */
 static inline bool hpm_slab_count_free(hpm_span_t *s) { return --s->credit < 0; }
 
-static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) {
+/* n local frees into s at once: the blocks head..tail, already linked to
+ * each other, join its list (or the hand) with one splice, and the slow
+ * path looks once, after the last (remote.c collects runs so). */
+static inline void hpm_slab_free_run(hpm_heap_t *h, hpm_span_t *s, void **head, void **tail, int32_t n) {
     void ***to = s->push_to;
-    b[0] = *to;
-    *to = b;
-    if (unlikely(hpm_slab_count_free(s))) _hpm_heap_free_slow(h, s);
+    tail[0] = *to;
+    *to = head;
+    s->credit -= n;
+    if (unlikely(s->credit < 0)) _hpm_heap_free_slow(h, s);
 }
+static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) { hpm_slab_free_run(h, s, b, b, 1); }
 
 /* remote.c */
 HPM_INTERNAL void _hpm_remote_push(hpm_heap_t *h, hpm_heap_t *to, void **b);

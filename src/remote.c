@@ -167,20 +167,15 @@ static void process(hpm_heap_t *h, void **list) {
             _hpm_free_other_in(h, s, b);
             continue;
         }
-        uintptr_t start = s->start, span_bytes = (uintptr_t)s->n_pages << HPM_PAGE_SHIFT;
         void **tail = b;
         int32_t n = 1;
-        while (next && (uintptr_t)next - start < span_bytes) {
+        while (next && hpm_slab_holds(s, next)) {
             if (ahead) __builtin_prefetch(next[2], 1);
             tail = next;
             next = next[0];
             n++;
         }
-        void ***to = s->push_to;
-        tail[0] = *to;
-        *to = b;
-        s->credit -= n;
-        if (unlikely(s->credit < 0)) _hpm_heap_free_slow(h, s);
+        hpm_slab_free_run(h, s, b, tail, n);
     }
 }
 
