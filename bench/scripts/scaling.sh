@@ -98,8 +98,8 @@ for ((r = 1; r <= rounds && !stop; r++)); do
         IFS='|' read -r lib var <<<"${spec[$a]}"
         log=$out/$name.$t.$a.$r
         [[ -x $B/warm_memory ]] && HPM_BENCH_WARM_MIB=$warm_mib $B/warm_memory
-        env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF $var ${lib:+LD_PRELOAD=$lib} \
-          timeout 120 ${tm:+$tm -f "MAXRSS_KIB %M" -o "$log.time"} $B/${cmd//T/$t} >"$log.out" 2>"$log.err"
+        env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF timeout 120 ${tm:+$tm -f "MAXRSS_KIB %M" -o "$log.time"} \
+          env $var ${lib:+LD_PRELOAD=$lib} $B/${cmd//T/$t} >"$log.out" 2>"$log.err"
         rc=$?
         line=$(grep '^RESULT' "$log.out" | tail -n 1)
         v=nan

@@ -85,8 +85,9 @@ for ((r = 1; r <= rounds; r++)); do
       IFS='|' read -r lib var <<<"${spec[$a]}"
       log=$out/$name.$a.$r
       $B/warm_memory   # warm free memory first (bench/common/bench_warm.h)
-      env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF $var ${lib:+LD_PRELOAD=$lib} \
-        timeout 300 /usr/bin/time -f "MAXRSS_KIB %M CPU_S %U %S" -o "$log.time" $B/$cmd >"$log.out" 2>"$log.err"
+      # the allocator goes into the program alone, not into timeout or time
+      env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF timeout 300 /usr/bin/time -f "MAXRSS_KIB %M CPU_S %U %S" \
+        -o "$log.time" env $var ${lib:+LD_PRELOAD=$lib} $B/$cmd >"$log.out" 2>"$log.err"
       rc=$?
       line=$(grep '^RESULT' "$log.out" | tail -n 1)
       v=$(grep -o " $metric=[0-9.]*" <<<"$line" | cut -d= -f2)

@@ -147,10 +147,10 @@ check "[[ \$? -eq 2 ]]" "larson --seconds 0 must exit 2"
 hpm_lib=build/libhpmalloc.so
 if [[ -r $hpm_lib ]]; then
   for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench malloc_stall glibc_simple malloc_large mleak; do
-    LD_PRELOAD=$hpm_lib timeout 60 $B/$p ${tiny[$p]} --seed 5 >"$tmp/h" 2>&1
+    timeout 60 env LD_PRELOAD=$hpm_lib $B/$p ${tiny[$p]} --seed 5 >"$tmp/h" 2>&1
     check "[[ \$? -eq 0 ]] && result_ok '$tmp/h' '$p'" "$p under hpmalloc: $(tail -n 1 "$tmp/h")"
   done
-  LD_PRELOAD=$hpm_lib timeout 60 $B/glibc_bench --threads 2 --min 1K --max 64K --dist uniform --touch page --blocks 64 --seconds 0.1 >"$tmp/h" 2>&1
+  timeout 60 env LD_PRELOAD=$hpm_lib $B/glibc_bench --threads 2 --min 1K --max 64K --dist uniform --touch page --blocks 64 --seconds 0.1 >"$tmp/h" 2>&1
   check "[[ \$? -eq 0 ]] && result_ok '$tmp/h' glibc_bench" "glibc_bench large under hpmalloc: $(tail -n 1 "$tmp/h")"
 else
   bad "$hpm_lib is not built"
@@ -228,7 +228,7 @@ fi
 je=$(ls /usr/lib/*-linux-gnu/libjemalloc.so.2 2>/dev/null | head -n 1)
 if [[ -n "$je" ]]; then
   for p in glibc_thread larson xmalloc rptest alloc_test glibc_bench aging; do
-    LD_PRELOAD=$je timeout 60 $B/$p ${tiny[$p]} >"$tmp/j" 2>&1
+    timeout 60 env LD_PRELOAD=$je $B/$p ${tiny[$p]} >"$tmp/j" 2>&1
     check "[[ $? -eq 0 ]] && result_ok '$tmp/j' '$p'" "$p under jemalloc: $(tail -n 1 "$tmp/j")"
   done
 fi
@@ -237,7 +237,7 @@ fi
 # previous block again (two live blocks overlap); free does nothing.
 if build_broken_alloc "$tmp"; then
   for p in glibc_thread larson xmalloc alloc_test glibc_bench aging glibc_simple; do
-    LD_PRELOAD=$tmp/shim.so timeout 60 $B/$p ${tiny[$p]} >"$tmp/s.out" 2>"$tmp/s.err"
+    timeout 60 env LD_PRELOAD=$tmp/shim.so $B/$p ${tiny[$p]} >"$tmp/s.out" 2>"$tmp/s.err"
     rc=$?
     check "[[ $rc -eq 3 ]] && grep -q 'CHECK FAILED' '$tmp/s.err' && ! grep -q '^RESULT' '$tmp/s.out'" \
           "$p under a broken allocator: rc=$rc, $(tail -n 1 "$tmp/s.err")"
@@ -246,11 +246,11 @@ if build_broken_alloc "$tmp"; then
   # leaves to glibc; mstress and cache_thrash keep the originals' checks,
   # which look at a block's own contents and so cannot see the shim's
   # overlaps.)
-  LD_PRELOAD=$tmp/shim.so timeout 60 $B/malloc_stall --size 1000 --count 200 >"$tmp/s.out" 2>"$tmp/s.err"
+  timeout 60 env LD_PRELOAD=$tmp/shim.so $B/malloc_stall --size 1000 --count 200 >"$tmp/s.out" 2>"$tmp/s.err"
   rc=$?
   check "[[ $rc -eq 3 ]] && grep -q 'CHECK FAILED' '$tmp/s.err' && ! grep -q '^RESULT' '$tmp/s.out'" \
         "malloc_stall under a broken allocator: rc=$rc, $(tail -n 1 "$tmp/s.err")"
-  LD_PRELOAD=$tmp/shim.so timeout 60 $B/memaccess --order rand --alloc nodes --ws 64K --visits 10K >"$tmp/s.out" 2>"$tmp/s.err"
+  timeout 60 env LD_PRELOAD=$tmp/shim.so $B/memaccess --order rand --alloc nodes --ws 64K --visits 10K >"$tmp/s.out" 2>"$tmp/s.err"
   rc=$?
   check "[[ $rc -eq 3 ]] && grep -q 'CHECK FAILED' '$tmp/s.err'" "memaccess under a broken allocator: rc=$rc"
 else
