@@ -318,6 +318,24 @@ HPM_API size_t hpm_usable_size(const void *p) {
     _hpm_fatal(fn, p, "pointer is not a live allocation (double free or dangling pointer)");
 }
 
+/* A large block grows where it is when the pages after it are free
+ * (_hpm_ph_grow_large): no copy, and no fresh hugepages for a buffer that
+ * grows step by step. It shrinks where it is while it stays large: its
+ * last pages go back. Other blocks move (malloc, copy, free). */
+static bool realloc_in_place(hpm_span_t *s, size_t size) {
+    if (s->kind != SPAN_LARGE || size > ((size_t)1 << 46)) return false;
+    size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT, old_pages = s->n_pages;
+    if (pages < old_pages && pages < HPM_LARGE_MIN_PAGES) return false;
+    pthread_mutex_lock(&_hpm_ph.lock);
+    bool done = pages < old_pages ? (_hpm_ph_shrink_large(&_hpm_ph, s, pages), true)
+                                  : _hpm_ph_grow_large(&_hpm_ph, s, pages);
+    hpm_ph_unlock(&_hpm_ph);
+    hpm_collapse_poll();
+    hpm_heap_t *h = done ? heap_get() : NULL;
+    if (h) hpm_used_add(h, ((int64_t)pages - (int64_t)old_pages) * (int64_t)HPM_PAGE_BYTES);
+    return done;
+}
+
 HPM_API void *hpm_realloc(void *p, size_t size) {
     if (!p) return hpm_malloc(size);
     if (size == 0) { hpm_free(p); return NULL; }
@@ -328,6 +346,7 @@ HPM_API void *hpm_realloc(void *p, size_t size) {
     if (!hpm_range(p, &base, &usable)) _hpm_fatal("realloc", p, "pointer is not a live allocation (double free or dangling pointer)");
     if (base != p) _hpm_fatal("realloc", p, "interior pointer (not the start of an allocation)");
     if (size <= usable && size >= usable / 2) return p;
+    if (realloc_in_place(s, size)) return p;
     void *q = hpm_malloc(size);
     if (!q) return NULL;     /* p stays valid */
     memcpy(q, p, size < usable ? size : usable);

@@ -717,6 +717,49 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
     return s;
 }
 
+/* realloc's growth in place (docs/allocator.md, "realloc"): the free end
+ * of the span's last hugepage, then whole empty hugepages that follow it
+ * at the next addresses (cached, released, or new at the top of the same
+ * arena, as find_end_run grows). A buffer that grows step by step (Perl's
+ * stack under a long map: 800 steps of 212 KiB) then costs only its new
+ * pages at each step, not a copy into fresh hugepages and the release of
+ * the old ones. The last hugepage taken may be used only in part: its
+ * free rest joins the filler, as a medium span's would. */
+bool _hpm_ph_grow_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages) {
+    hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
+    if (s->kind != SPAN_LARGE || !ph_pages_anon(ph) || n_pages <= s->n_pages) return false;
+    size_t extra = n_pages - s->n_pages;
+    uintptr_t end = s->start + ((uintptr_t)s->n_pages << HPM_PAGE_SHIFT);
+    hpm_hp_t *last = hpm_hp_of_addr(ph, end - 1);
+    unsigned first = (unsigned)((end >> HPM_PAGE_SHIFT) & (HPM_PAGES_PER_HP - 1));   /* 0: the span ends with `last` */
+    unsigned in_last = first == 0 ? 0 : extra < HPM_PAGES_PER_HP - first ? (unsigned)extra : HPM_PAGES_PER_HP - first;
+    if (in_last && (last->backing != BACK_THP || _hpm_bits_count_range(last->free_bits, first, in_last) != in_last))
+        return false;
+    size_t rest = extra - in_last, n_hp = (rest + HPM_PAGES_PER_HP - 1) / HPM_PAGES_PER_HP, next = last->index + 1;
+    size_t fresh = 0;   /* hugepages past the top */
+    for (size_t i = 0; i < n_hp; i++) {
+        if (next + i >= ph->top_hp) { fresh = n_hp - i; break; }
+        hpm_hp_t *hp = hp_at(ph, next + i);
+        if (hp->state == HP_ACTIVE || hp->addr != last->addr + ((uintptr_t)(i + 1) << HPM_HP_SHIFT)) return false;
+    }
+    if (fresh && (ph->top_hp + fresh > ph->reserved_hp || index_addr(ph, ph->top_hp) != last->addr +
+                  ((uintptr_t)(ph->top_hp - last->index) << HPM_HP_SHIFT) ||
+                  _hpm_arena_of_index(ph, last->index) != _hpm_arena_of_index(ph, ph->top_hp + fresh - 1)))
+        return false;
+    if ((fresh && grow_fresh(ph, fresh)) || run_commit(ph, next, n_hp)) return false;   /* what grew stays released */
+    if (in_last) hp_use_pages(ph, last, first, in_last, s);
+    for (size_t i = 0; i < n_hp; i++, rest -= HPM_PAGES_PER_HP) {
+        hpm_hp_t *hp = hp_at(ph, next + i);
+        hp_take_empty(ph, hp);
+        hp_use_pages(ph, hp, 0, rest < HPM_PAGES_PER_HP ? (unsigned)rest : HPM_PAGES_PER_HP, s);
+        if (rest < HPM_PAGES_PER_HP) break;
+    }
+    span_set_range(s, s->start, n_pages);
+    hpm_ph_changed(ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
+    return true;
+}
+
 hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes) {
     size_t align_pages = align_bytes >> HPM_PAGE_SHIFT;
     size_t total = n_pages + align_pages - 1;
@@ -736,27 +779,48 @@ hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t ali
     return s;
 }
 
+/* Free the pages [start, start + n_pages), which may cross hugepages. */
+static void free_page_range(hpm_pageheap_t *ph, uintptr_t start, size_t n_pages, bool slab, uint64_t *now_ns) {
+    size_t idx = hpm_hp_of_addr(ph, start)->index;
+    unsigned first = (unsigned)((start >> HPM_PAGE_SHIFT) & 511);
+    while (n_pages > 0) {
+        unsigned n = n_pages > HPM_PAGES_PER_HP - first ? HPM_PAGES_PER_HP - first : (unsigned)n_pages;
+        hp_free_pages(ph, hp_at(ph, idx), first, n, slab, now_ns);
+        n_pages -= n;
+        idx++;
+        first = 0;
+    }
+}
+
+/* After pages were freed: release what the cache holds beyond its keep. */
+static void pages_freed(hpm_pageheap_t *ph, uint64_t now_ns) {
+    if (ph->cache_count > ph->cache_keep_hp || ph->subrelease)
+        _hpm_ph_release_tick(ph, now_ns ? now_ns : ph->os->now_ns());
+    else
+        hpm_ph_changed(ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
+}
+
 void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
     hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
     hpm_assert(s->kind != SPAN_NONE && s->n_pages > 0);
     uint64_t now = 0;
-    size_t idx = hpm_hp_of_addr(ph, s->start)->index;
-    unsigned first = (unsigned)((s->start >> HPM_PAGE_SHIFT) & 511);
-    size_t left = s->n_pages;
-    bool slab = s->kind == SPAN_SLAB;
-    while (left > 0) {
-        unsigned n = left > HPM_PAGES_PER_HP - first ? HPM_PAGES_PER_HP - first : (unsigned)left;
-        hp_free_pages(ph, hp_at(ph, idx), first, n, slab, &now);
-        left -= n;
-        idx++;
-        first = 0;
-    }
+    free_page_range(ph, s->start, s->n_pages, s->kind == SPAN_SLAB, &now);
     span_delete(ph, s);
-    if (ph->cache_count > ph->cache_keep_hp || ph->subrelease)
-        _hpm_ph_release_tick(ph, now ? now : ph->os->now_ns());
-    else
-        hpm_ph_changed(ph);
-    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
+    pages_freed(ph, now);
+}
+
+/* realloc's shrink in place: the pages past n_pages go back, the start
+ * stays. The range is cut first, so that hpm_range never finds the span
+ * over pages the map no longer gives it. */
+void _hpm_ph_shrink_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages) {
+    hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
+    hpm_assert(s->kind == SPAN_LARGE && n_pages >= HPM_LARGE_MIN_PAGES && n_pages < s->n_pages);
+    uint64_t now = 0;
+    size_t old_pages = s->n_pages;
+    span_set_range(s, s->start, n_pages);
+    free_page_range(ph, s->start + ((uintptr_t)n_pages << HPM_PAGE_SHIFT), old_pages - n_pages, false, &now);
+    pages_freed(ph, now);
 }
 
 size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max) {

@@ -322,6 +322,13 @@ HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_p
  * (4 KiB < align <= 1 MiB), for medium aligned allocations. */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes);
 HPM_INTERNAL void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *span);
+/* Grow a large span in place to n_pages, with the pages right after it
+ * (THP and off modes); false, and nothing changed, when they are not all
+ * free. The caller holds ph->lock. */
+HPM_INTERNAL bool _hpm_ph_grow_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages);
+/* Shrink a large span in place to n_pages (HPM_LARGE_MIN_PAGES or more,
+ * fewer than it has): its last pages go back. The caller holds ph->lock. */
+HPM_INTERNAL void _hpm_ph_shrink_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages);
 /* (Re)initialises the pageheap lock as an adaptive mutex (init, fork child). */
 HPM_INTERNAL void _hpm_ph_lock_init(hpm_pageheap_t *ph);
 /* Put an empty, unbacked hugepage on the released list. */
