@@ -2,14 +2,16 @@
 # standard.sh: the standard allocator workloads (our versions of the programs
 # allocator authors publish: larson, rptest, mstress, alloc-test, xmalloc-test,
 # cache-thrash, cache-scratch, glibc bench-malloc-thread and its large variant,
-# glibc bench-malloc-simple, malloc-large, mleak)
+# glibc bench-malloc-simple, malloc-large, mleak), and five real programs
+# from Debian's packages (Lua, SQLite, Python, Perl, Redis: bench/real)
 # over glibc, jemalloc, mimalloc 2.0.9 (Debian), snmalloc, mimalloc v3,
 # TCMalloc (Temeraire) and hpmalloc, interleaved: round 1 runs every workload
 # under every allocator, then round 2, ... (the allocator order is a new
 # seeded shuffle for every workload of every round, so that no allocator
 # always follows the same one). Prints, per workload, the median time (or the program's throughput
 # as time: ns per operation) as a ratio to mimalloc v3 (lower is better), the
-# geometric mean over the workloads, and the median max RSS per allocator.
+# geometric mean over the workloads (and over the synthetic ones alone), and
+# the median max RSS per allocator.
 #
 # Usage: bench/scripts/standard.sh [ROUNDS]      (default 3; needs `make`)
 # Environment:
@@ -58,10 +60,24 @@ workloads=(
   "malloc-large|malloc_large|malloc_large --iters 2000|wall_ms"
   "mleak10|mleak --rounds 500|mleak --rounds 200|wall_ms"
   "mleak100|mleak --rounds 5000|mleak --rounds 1000|wall_ms"
+  # real programs from Debian's packages (bench/real/realprog.c), left out when not installed
+  "real-lua|realprog --program lua|realprog --program lua --quick|wall_ms"
+  "real-sqlite|realprog --program sqlite|realprog --program sqlite --quick|wall_ms"
+  "real-python|realprog --program python|realprog --program python --quick|wall_ms"
+  "real-perl|realprog --program perl|realprog --program perl --quick|wall_ms"
+  "real-redis|realprog --program redis|realprog --program redis --quick|ns_per_req"
 )
 if [[ -n ${WORKLOADS:-} ]]; then
   keep=(); for w in "${workloads[@]}"; do [[ " $WORKLOADS " == *" ${w%%|*} "* ]] && keep+=("$w"); done; workloads=("${keep[@]}")
 fi
+
+keep=()
+for w in "${workloads[@]}"; do
+  IFS='|' read -r name pub _ <<<"$w"
+  if [[ $pub == realprog* ]] && ! $B/$pub --available >/dev/null; then echo "# $name left out: $($B/$pub --available)" >&2; continue; fi
+  keep+=("$w")
+done
+workloads=("${keep[@]}")
 
 out=${OUT:-$(mktemp -d /tmp/hpm-standard.XXXXXX)}
 mkdir -p "$out"
@@ -119,11 +135,15 @@ END {
     for (i = 1; i <= na; i++) {
       m = median(t[wl[w], al[i]])
       if (m == "nan" || bm == "nan" || bm <= 0) printf " - |"
-      else { x = m / bm; printf " %.2f |", x; lg[i] += log(x); ng[i]++ }
+      else { x = m / bm; printf " %.2f |", x; lg[i] += log(x); ng[i]++; if (wl[w] !~ /^real-/) { ls[i] += log(x); ns[i]++ } }
     }
     printf "\n"
   }
-  printf "| **geometric mean** |"; for (i = 1; i <= na; i++) printf (ng[i] ? " **%.2f** |" : " - |"), (ng[i] ? exp(lg[i] / ng[i]) : 0); printf "\n\n"
+  printf "| **geometric mean** |"; for (i = 1; i <= na; i++) printf (ng[i] ? " **%.2f** |" : " - |"), (ng[i] ? exp(lg[i] / ng[i]) : 0); printf "\n"
+  # the synthetic workloads alone, comparable with tables made before the real programs came
+  for (i = 1; i <= na; i++) if (ns[i] < ng[i]) real = 1
+  if (real) { printf "| geometric mean without real-* |"; for (i = 1; i <= na; i++) printf (ns[i] ? " %.2f |" : " - |"), (ns[i] ? exp(ls[i] / ns[i]) : 0); printf "\n" }
+  printf "\n"
   printf "median max RSS, MB\n\n| workload |"; for (i = 1; i <= na; i++) printf " %s |", al[i]; printf "\n|---|"; for (i = 1; i <= na; i++) printf "---|"; printf "\n"
   for (w = 1; w <= nw; w++) {
     printf "| %s |", wl[w]
