@@ -305,11 +305,27 @@ HPM_API bool hpm_range(const void *p, void **base, size_t *size) {
     return true;
 }
 
+/* The size of p when it is a live block of a slab this thread owns, found
+ * as free finds it (its granule's slot, one owner compare, the
+ * block-start and free-mark tests); 0 for anything else, which takes the
+ * full lookup. realloc and malloc_usable_size meet mostly such blocks
+ * (Redis calls both on every push into a list: with hpm_range for each,
+ * 13% of its server's time against 6% for mimalloc's). */
+static inline size_t own_block_bytes(const void *p) {
+    uintptr_t off;
+    if (!hpm_map0_offset(p, &off)) return 0;
+    hpm_span_t *s = hpm_slab_guess_in(off);
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != _hpm_tls_heap) return 0;   /* &_hpm_no_heap owns nothing */
+    if (!block_ok_at(s, (void **)p, (uintptr_t)p & (HPM_GRANULE_BYTES - 1), s->fresh_lim)) return 0;
+    return s->block_bytes;
+}
+
 /* Like free, an invalid pointer stops the process (every peer crashes or
  * aborts on one; returning 0 would hide the bug). */
 HPM_API size_t hpm_usable_size(const void *p) {
-    size_t size = 0;
+    size_t size = own_block_bytes(p);
     void *base;
+    if (size) return size;
     if (!p) return 0;
     if (likely(hpm_range(p, &base, &size) && base == p)) return size;
     const char *fn = "malloc_usable_size";
@@ -339,14 +355,16 @@ static bool realloc_in_place(hpm_span_t *s, size_t size) {
 HPM_API void *hpm_realloc(void *p, size_t size) {
     if (!p) return hpm_malloc(size);
     if (size == 0) { hpm_free(p); return NULL; }
-    hpm_span_t *s = hpm_span_of(p);
-    if (!s) bad_pointer("realloc", p);
-    void *base;
-    size_t usable;
-    if (!hpm_range(p, &base, &usable)) _hpm_fatal("realloc", p, "pointer is not a live allocation (double free or dangling pointer)");
-    if (base != p) _hpm_fatal("realloc", p, "interior pointer (not the start of an allocation)");
+    size_t usable = own_block_bytes(p);   /* the common case: a block of this thread's slabs */
+    if (!usable) {
+        hpm_span_t *s = hpm_span_of(p);
+        if (!s) bad_pointer("realloc", p);
+        void *base;
+        if (!hpm_range(p, &base, &usable)) _hpm_fatal("realloc", p, "pointer is not a live allocation (double free or dangling pointer)");
+        if (base != p) _hpm_fatal("realloc", p, "interior pointer (not the start of an allocation)");
+        if (!(size <= usable && size >= usable / 2) && realloc_in_place(s, size)) return p;
+    }
     if (size <= usable && size >= usable / 2) return p;
-    if (realloc_in_place(s, size)) return p;
     void *q = hpm_malloc(size);
     if (!q) return NULL;     /* p stays valid */
     memcpy(q, p, size < usable ? size : usable);
