@@ -12,7 +12,10 @@
 # `hpm bench --alloc NAME=LIB.so[,VAR=VALUE]` must run a library given so;
 # bench/scripts/pairs.sh prints its pairs and their median ratio, and
 # bench/scripts/rss_by_mapping.py splits a stopped larson's RSS and, with
-# --census, reads hpmalloc's pageheap and slabs there with gdb.
+# --census, reads hpmalloc's pageheap and slabs there with gdb. The real
+# programs of bench/real (those installed) pass their checks under
+# hpmalloc, with the allocator in the program alone, and fail them under
+# the broken allocator.
 # Ends with "N passed, N failed". Takes about half a minute.
 set -u
 cd "$(dirname "$0")/../.."
@@ -224,6 +227,22 @@ if [[ -x build/hpm && -r $hpm_lib ]]; then
   check "[[ \$? -eq 2 ]]" "--alloc with an empty name must exit 2"
 fi
 
+# The real programs (bench/real/realprog.c) that are installed, at tiny
+# sizes: their answers check out under hpmalloc, and the allocator is in
+# the program alone (one stats line at exit: the program's, not the
+# launcher's, redis-benchmark's or redis-cli's).
+declare -A real_tiny=([lua]=8 [sqlite]=2000 [python]=2000 [perl]=2000 [redis]=2000)
+for p in "${!real_tiny[@]}"; do
+  if ! $B/realprog --program $p --available >/dev/null; then echo "skip: realprog $p: $($B/realprog --program $p --available)"; continue; fi
+  timeout 60 env LD_PRELOAD=$PWD/$hpm_lib HPM_STATS=1 $B/realprog --program $p --size ${real_tiny[$p]} >"$tmp/r.out" 2>"$tmp/r.err"
+  rc=$?
+  check "[[ $rc -eq 0 ]] && result_ok '$tmp/r.out' realprog" "realprog $p under hpmalloc: rc=$rc, $(tail -n 1 "$tmp/r.err")"
+  n=$(grep -c '^hpmalloc: stats for pid' "$tmp/r.err")
+  check "[[ $n -eq 1 ]]" "realprog $p under hpmalloc: $n stats lines, expected the program's alone"
+done
+$B/realprog --program nope >/dev/null 2>&1
+check "[[ $? -eq 2 ]]" "realprog --program nope must be a usage error"
+
 # Under a peer allocator too, when installed.
 je=$(ls /usr/lib/*-linux-gnu/libjemalloc.so.2 2>/dev/null | head -n 1)
 if [[ -n "$je" ]]; then
@@ -250,6 +269,16 @@ if build_broken_alloc "$tmp"; then
   rc=$?
   check "[[ $rc -eq 3 ]] && grep -q 'CHECK FAILED' '$tmp/s.err' && ! grep -q '^RESULT' '$tmp/s.out'" \
         "malloc_stall under a broken allocator: rc=$rc, $(tail -n 1 "$tmp/s.err")"
+  # Perl and SQLite take their memory from malloc (Lua only from realloc,
+  # which the shim leaves alone): the broken blocks crash them, and
+  # realprog reports it as a failed check, never a time.
+  for p in perl sqlite; do
+    $B/realprog --program $p --available >/dev/null || continue
+    timeout 60 env LD_PRELOAD=$tmp/shim.so $B/realprog --program $p --size ${real_tiny[$p]} >"$tmp/s.out" 2>"$tmp/s.err"
+    rc=$?
+    check "[[ $rc -eq 3 ]] && grep -q 'CHECK FAILED' '$tmp/s.err' && ! grep -q '^RESULT' '$tmp/s.out'" \
+          "realprog $p under a broken allocator: rc=$rc, $(tail -n 1 "$tmp/s.err")"
+  done
   timeout 60 env LD_PRELOAD=$tmp/shim.so $B/memaccess --order rand --alloc nodes --ws 64K --visits 10K >"$tmp/s.out" 2>"$tmp/s.err"
   rc=$?
   check "[[ $rc -eq 3 ]] && grep -q 'CHECK FAILED' '$tmp/s.err'" "memaccess under a broken allocator: rc=$rc"
