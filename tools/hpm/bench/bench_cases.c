@@ -1,5 +1,5 @@
 /* bench_cases.c: the cases of the default suites (micro, macro,
- * throughput): which program runs with which arguments at each scale
+ * throughput, real): which program runs with which arguments at each scale
  * (tiny for tests, quick, full), which result-line metrics it reports
  * (the first is the headline of the report's main table) and how long one
  * run is expected to take (for the ETA only). Sizes are chosen so that the
@@ -119,6 +119,19 @@ const hpm_bench_case_t hpm_bench_cases[] = {
      {"--peak 4M --rounds 2 --sleep-ms 100", "--peak 256M --rounds 4", "--peak 512M --rounds 6"},
      "rss_kib,thp_pct,rss_over_live,churn_ms", {0.3, 3.0, 5.0}, 1,
      "heap grows to the peak, frees 80%, changes its size mix; RSS and huge pages after malloc_trim + 1.5 s"},
+    /* Real programs from Debian's packages (bench/real/realprog.c), each
+     * left out with a note when not installed (bench_main.c). */
+    {"real-lua", "real", "realprog", {"--program lua --size 8", "--program lua --quick", "--program lua"},
+     "wall_ms", {0.1, 0.4, 1.7}, 0, "lua5.4: binary trees and a long string join, all through realloc and free"},
+    {"real-sqlite", "real", "realprog", {"--program sqlite --size 2000", "--program sqlite --quick", "--program sqlite"},
+     "wall_ms", {0.1, 0.3, 1.2}, 0, "sqlite3 :memory:: rows inserted, indexed, grown, deleted and grouped"},
+    {"real-python", "real", "realprog", {"--program python --size 2000", "--program python --quick", "--program python"},
+     "wall_ms", {0.1, 0.6, 1.7}, 0, "Debian's python3: a dict to JSON and back, compared and sorted"},
+    {"real-perl", "real", "realprog", {"--program perl --size 2000", "--program perl --quick", "--program perl"},
+     "wall_ms", {0.1, 0.3, 0.8}, 0, "perl: a hash of strings, half deleted, then arrays from a map (a growing stack)"},
+    {"real-redis", "real", "realprog", {"--program redis --size 2000", "--program redis --quick", "--program redis"},
+     "ns_per_req,wall_ms", {0.5, 1.0, 3.0}, 0,
+     "redis-server under the allocator, mimalloc-bench's redis-benchmark lpush/lrange command"},
 };
 
 const int hpm_bench_n_cases = (int)(sizeof hpm_bench_cases / sizeof hpm_bench_cases[0]);

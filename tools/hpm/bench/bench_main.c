@@ -1,6 +1,6 @@
 /* bench_main.c: `hpm bench [SUITE...] [--alloc LIST] [--baseline NAME]
  * [--quick|--full|--tiny] [--reps N] [--out DIR]`, the evaluation. It picks
- * the cases of the named suites (default: micro, macro, throughput), the
+ * the cases of the named suites (default: micro, macro, throughput, real), the
  * allocators (default: every known one; missing ones are listed as
  * skipped), runs every case under every allocator with repetitions
  * interleaved (rep 1: case A under allocators 1..n, case B ...; then rep
@@ -10,12 +10,14 @@
  * Exit status: 0 all runs succeeded, 1 some run failed (the report is
  * still written and says which), 2 bad usage or setup. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "args.h"
@@ -27,7 +29,7 @@
 
 #define MAX_ARGS 48
 
-static const char *const default_suites[] = {"micro", "macro", "throughput"};
+static const char *const default_suites[] = {"micro", "macro", "throughput", "real"};
 
 static double mono_s(void) {
     struct timespec ts;
@@ -41,7 +43,7 @@ static void usage(FILE *f) {
         "                 [--reps N] [--out DIR] [--list] [--selftest] [--report RUNDIR]\n"
         "  Runs the benchmark programs under every allocator (LD_PRELOAD) and writes\n"
         "  DIR/<time>/{runs.csv,summary.csv,REPORT.md,*.png}; DIR/latest points at it.\n"
-        "  SUITE: micro, macro, throughput (the default three), ccow, color, all;\n"
+        "  SUITE: micro, macro, throughput, real (the default four), ccow, color, all;\n"
         "         or case names (see --list).\n"
         "  --alloc LIST     comma-separated: glibc,glibc-thp,jemalloc,jemalloc-thp,tcmalloc,\n"
         "                   mimalloc,mimalloc-large,hpmalloc (default: all; missing = skipped);\n"
@@ -369,13 +371,39 @@ static int find_dirs(hpm_bench_state_t *st, char *hpm_dir, char *bench_dir) {
 }
 
 /* Every selected case's program is built. */
-static int check_programs(const opts_t *o, const char *bench_dir) {
+/* Whether the real program of case c is installed: "realprog --program
+ * NAME --available" (the case's quick arguments name it) exits 0. */
+static int real_available(const char *prog, const hpm_bench_case_t *c) {
+    char args[128], *name = NULL;
+    hpm_bench_copy(args, sizeof args, c->args[HPM_SCALE_QUICK]);
+    for (char *save = NULL, *t = strtok_r(args, " ", &save); t; t = strtok_r(NULL, " ", &save))
+        if (!strcmp(t, "--program")) name = strtok_r(NULL, " ", &save);
+    if (!name) return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1);
+        execl(prog, prog, "--program", name, "--available", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Every wanted case's program must be built; a real program that is not
+ * installed leaves its case out, with a note. */
+static int check_programs(opts_t *o, const char *bench_dir) {
     for (int i = 0; i < hpm_bench_n_cases; i++) {
         char prog[PATH_MAX];
         int len = snprintf(prog, sizeof prog, "%s/%s", bench_dir, hpm_bench_cases[i].prog);
         if (o->want_case[i] && (len >= (int)sizeof prog || access(prog, X_OK) != 0)) {
             fprintf(stderr, "hpm bench: %s is missing; build the benchmarks with make\n", prog);
             return -1;
+        }
+        if (o->want_case[i] && !strcmp(hpm_bench_cases[i].suite, "real") && !real_available(prog, &hpm_bench_cases[i])) {
+            fprintf(stderr, "hpm bench: %s left out: its program is not installed (tools/install-deps.sh bench)\n",
+                    hpm_bench_cases[i].name);
+            o->want_case[i] = 0;
         }
     }
     return 0;
