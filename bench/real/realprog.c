@@ -186,24 +186,36 @@ static void redis_cli(const char *port, const char *cmd, const char *arg, run_t 
     run(argv, NULL, 0, r);
 }
 
+/* Starts redis-server under the allocator on a free port (written to
+ * port) and waits until it answers; another port, up to 3 times, when it
+ * exits at start (someone took the port in between). */
+static pid_t start_redis(char *port, size_t cap) {
+    static run_t aux;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        snprintf(port, cap, "%d", free_port());
+        char *server_argv[] = {"/usr/bin/redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--daemonize", "no", NULL};
+        pid_t server = start(server_argv, NULL, NULL, 1);
+        int exited = 0;
+        for (int i = 0; i < 200 && !exited; i++) {   /* up to 10 s */
+            bench_sleep_s(0.05);
+            redis_cli(port, "ping", NULL, &aux);
+            if (!strcmp(aux.out, "PONG\n")) return server;
+            int st;
+            exited = waitpid(server, &st, WNOHANG) == server;
+        }
+        if (!exited) { kill(server, SIGKILL); bench_check_failed("redis-server did not answer within 10 s"); }
+    }
+    bench_check_failed("redis-server exited at start 3 times");
+    return -1;
+}
+
 /* Server under the allocator, client not: mimalloc-bench's redis row. */
 static void run_redis(uint64_t n, run_t *bench, long *server_rss_kib) {
     static run_t aux;
     char port[16], nbuf[32];
-    snprintf(port, sizeof port, "%d", free_port());
     snprintf(nbuf, sizeof nbuf, "%llu", (unsigned long long)n);
-    char *server_argv[] = {"/usr/bin/redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-                           "--appendonly", "no", "--daemonize", "no", NULL};
-    pid_t server = start(server_argv, NULL, NULL, 1);
-    int up = 0;
-    for (int i = 0; i < 200 && !up; i++) {   /* up to 10 s */
-        bench_sleep_s(0.05);
-        redis_cli(port, "ping", NULL, &aux);
-        up = !strcmp(aux.out, "PONG\n");
-        int st;
-        if (waitpid(server, &st, WNOHANG) == server) bench_check_failed("redis-server exited at start (status %d)", st);
-    }
-    if (!up) { kill(server, SIGKILL); bench_check_failed("redis-server did not answer within 10 s"); }
+    pid_t server = start_redis(port, sizeof port);
     char *bench_argv[] = {"/usr/bin/redis-benchmark", "-p", port, "-r", "1000000", "-n", nbuf, "-P", "8", "-q",
                           "lpush", "a", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10",
                           "lrange", "a", "1", "10", NULL};
