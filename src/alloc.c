@@ -315,23 +315,49 @@ static inline size_t own_block_bytes(const void *p) {
     uintptr_t off;
     if (!hpm_map0_offset(p, &off)) return 0;
     hpm_span_t *s = hpm_slab_guess_in(off);
-    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != _hpm_tls_heap) return 0;   /* &_hpm_no_heap owns nothing */
-    if (!block_ok_at(s, (void **)p, (uintptr_t)p & (HPM_GRANULE_BYTES - 1), s->fresh_lim)) return 0;
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == _hpm_tls_heap &&   /* &_hpm_no_heap owns nothing */
+        block_ok_at(s, (void **)p, (uintptr_t)p & (HPM_GRANULE_BYTES - 1), s->fresh_lim))
+        return s->block_bytes;
+    /* p past its granule's slab: a block in the second granule of a 64 KiB
+     * slab (blocks over 1 KiB), found in the page map as free_mapped does */
+    s = hpm_span_of(p);
+    if (!s || atomic_load_explicit(&s->owner, memory_order_relaxed) != _hpm_tls_heap || !block_ok(s, (void **)p))
+        return 0;
     return s->block_bytes;
 }
 
-/* Like free, an invalid pointer stops the process (every peer crashes or
- * aborts on one; returning 0 would hide the bug). */
-HPM_API size_t hpm_usable_size(const void *p) {
-    size_t size = own_block_bytes(p);
+/* The size of p when it starts a live medium or large span, whoever
+ * allocated it (the caller holds p, so the span cannot change under it);
+ * 0 for anything else. The fields are read atomically all the same, as
+ * hpm_range reads them, for a caller that passes a freed pointer. */
+static inline size_t live_span_bytes(const void *p) {
+    hpm_span_t *s = hpm_span_of(p);
+    if (!s || __atomic_load_n(&s->kind, __ATOMIC_RELAXED) < SPAN_MEDIUM ||
+        __atomic_load_n(&s->start, __ATOMIC_RELAXED) != (uintptr_t)p || hpm_span_cached(s))
+        return 0;
+    return (size_t)__atomic_load_n(&s->n_pages, __ATOMIC_RELAXED) << HPM_PAGE_SHIFT;
+}
+
+/* Another thread's block, or a bad pointer: the lookup that answers any
+ * address. Like free, an invalid pointer stops the process (every peer
+ * crashes or aborts on one; returning 0 would hide the bug). */
+static __attribute__((noinline)) size_t usable_size_slow(const void *p) {
+    size_t size = 0;
     void *base;
-    if (size) return size;
     if (!p) return 0;
     if (likely(hpm_range(p, &base, &size) && base == p)) return size;
     const char *fn = "malloc_usable_size";
     if (!hpm_span_of(p)) bad_pointer(fn, p);
     if (hpm_range(p, &base, &size)) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     _hpm_fatal(fn, p, "pointer is not a live allocation (double free or dangling pointer)");
+}
+
+HPM_API size_t hpm_usable_size(const void *p) {
+    size_t size = own_block_bytes(p);
+    if (likely(size)) return size;
+    size = live_span_bytes(p);
+    if (likely(size)) return size;
+    return usable_size_slow(p);
 }
 
 /* A large block grows where it is when the pages after it are free
@@ -352,19 +378,25 @@ static bool realloc_in_place(hpm_span_t *s, size_t size) {
     return done;
 }
 
+/* realloc's lookup of another thread's block; a bad pointer stops the
+ * process. */
+static __attribute__((noinline)) size_t realloc_size_slow(const void *p) {
+    void *base;
+    size_t usable = 0;
+    if (!hpm_span_of(p)) bad_pointer("realloc", p);
+    if (!hpm_range(p, &base, &usable)) _hpm_fatal("realloc", p, "pointer is not a live allocation (double free or dangling pointer)");
+    if (base != p) _hpm_fatal("realloc", p, "interior pointer (not the start of an allocation)");
+    return usable;
+}
+
 HPM_API void *hpm_realloc(void *p, size_t size) {
     if (!p) return hpm_malloc(size);
     if (size == 0) { hpm_free(p); return NULL; }
     size_t usable = own_block_bytes(p);   /* the common case: a block of this thread's slabs */
-    if (!usable) {
-        hpm_span_t *s = hpm_span_of(p);
-        if (!s) bad_pointer("realloc", p);
-        void *base;
-        if (!hpm_range(p, &base, &usable)) _hpm_fatal("realloc", p, "pointer is not a live allocation (double free or dangling pointer)");
-        if (base != p) _hpm_fatal("realloc", p, "interior pointer (not the start of an allocation)");
-        if (!(size <= usable && size >= usable / 2) && realloc_in_place(s, size)) return p;
-    }
+    if (!usable) usable = live_span_bytes(p);
+    if (!usable) usable = realloc_size_slow(p);
     if (size <= usable && size >= usable / 2) return p;
+    if (usable > HPM_SMALL_MAX_BYTES && realloc_in_place(hpm_span_of(p), size)) return p;
     void *q = hpm_malloc(size);
     if (!q) return NULL;     /* p stays valid */
     memcpy(q, p, size < usable ? size : usable);
