@@ -141,7 +141,7 @@ END {
   }
   printf "| **geometric mean** |"; for (i = 1; i <= na; i++) printf (ng[i] ? " **%.2f** |" : " - |"), (ng[i] ? exp(lg[i] / ng[i]) : 0); printf "\n"
   # the synthetic workloads alone, comparable with tables made before the real programs came
-  for (i = 1; i <= na; i++) if (ns[i] < ng[i]) real = 1
+  for (i = 1; i <= na; i++) if (ns[i] < ng[i] && ns[i] > 0) real = 1
   if (real) { printf "| geometric mean without real-* |"; for (i = 1; i <= na; i++) printf (ns[i] ? " %.2f |" : " - |"), (ns[i] ? exp(ls[i] / ns[i]) : 0); printf "\n" }
   printf "\n"
   printf "median max RSS, MB\n\n| workload |"; for (i = 1; i <= na; i++) printf " %s |", al[i]; printf "\n|---|"; for (i = 1; i <= na; i++) printf "---|"; printf "\n"
