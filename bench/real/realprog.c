@@ -240,7 +240,9 @@ static void usage(void) {
     for (int i = 0; i < N_PROGRAMS; i++)
         printf("    %-7s %llu, %llu: %s\n", programs[i].name, (unsigned long long)programs[i].size,
                (unsigned long long)programs[i].quick_size, programs[i].size_means);
-    printf("  --dir: where the scripts are (default: bench/real beside the build folder).\n"
+    printf("  --python: the interpreter itself (pyenv: ~/.pyenv/versions/V/bin/python3.V, not its shim,\n"
+           "           a shell script that would take the allocator too).\n"
+           "  --dir: where the scripts are (default: bench/real beside the build folder).\n"
            "  --available: exit 0 if the program is installed, 1 if not; run nothing.\n"
            "  Prints: RESULT bench=realprog program=P size=N wall_ms=X [ns_per_req=X] maxrss_kib=X check=ok\n");
 }
