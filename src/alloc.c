@@ -338,15 +338,14 @@ static inline size_t live_span_bytes(const void *p) {
     return (size_t)__atomic_load_n(&s->n_pages, __ATOMIC_RELAXED) << HPM_PAGE_SHIFT;
 }
 
-/* Another thread's block, or a bad pointer: the lookup that answers any
- * address. Like free, an invalid pointer stops the process (every peer
- * crashes or aborts on one; returning 0 would hide the bug). */
-static __attribute__((noinline)) size_t usable_size_slow(const void *p) {
+/* Another thread's block, or a bad pointer, for fn (malloc_usable_size
+ * or realloc): the lookup that answers any address. Like free, an
+ * invalid pointer stops the process (every peer crashes or aborts on one;
+ * returning 0 would hide the bug). */
+static __attribute__((noinline)) size_t size_slow(const void *p, const char *fn) {
     size_t size = 0;
     void *base;
-    if (!p) return 0;
     if (likely(hpm_range(p, &base, &size) && base == p)) return size;
-    const char *fn = "malloc_usable_size";
     if (!hpm_span_of(p)) bad_pointer(fn, p);
     if (hpm_range(p, &base, &size)) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     _hpm_fatal(fn, p, "pointer is not a live allocation (double free or dangling pointer)");
@@ -357,7 +356,7 @@ HPM_API size_t hpm_usable_size(const void *p) {
     if (likely(size)) return size;
     size = live_span_bytes(p);
     if (likely(size)) return size;
-    return usable_size_slow(p);
+    return p ? size_slow(p, "malloc_usable_size") : 0;
 }
 
 /* A large block grows where it is when the pages after it are free
@@ -378,23 +377,12 @@ static bool realloc_in_place(hpm_span_t *s, size_t size) {
     return done;
 }
 
-/* realloc's lookup of another thread's block; a bad pointer stops the
- * process. */
-static __attribute__((noinline)) size_t realloc_size_slow(const void *p) {
-    void *base;
-    size_t usable = 0;
-    if (!hpm_span_of(p)) bad_pointer("realloc", p);
-    if (!hpm_range(p, &base, &usable)) _hpm_fatal("realloc", p, "pointer is not a live allocation (double free or dangling pointer)");
-    if (base != p) _hpm_fatal("realloc", p, "interior pointer (not the start of an allocation)");
-    return usable;
-}
-
 HPM_API void *hpm_realloc(void *p, size_t size) {
     if (!p) return hpm_malloc(size);
     if (size == 0) { hpm_free(p); return NULL; }
     size_t usable = own_block_bytes(p);   /* the common case: a block of this thread's slabs */
     if (!usable) usable = live_span_bytes(p);
-    if (!usable) usable = realloc_size_slow(p);
+    if (!usable) usable = size_slow(p, "realloc");
     if (size <= usable && size >= usable / 2) return p;
     if (usable > HPM_SMALL_MAX_BYTES && realloc_in_place(hpm_span_of(p), size)) return p;
     void *q = hpm_malloc(size);

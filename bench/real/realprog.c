@@ -139,8 +139,11 @@ static const program_t programs[] = {
 };
 enum { N_PROGRAMS = sizeof programs / sizeof programs[0] };
 
+/* The strings the Lua job joins for a tree depth. */
+static uint64_t lua_strings(uint64_t depth) { return 12500ull << (depth > 12 ? depth - 12 : 0); }
+
 static void lua_expected(uint64_t depth, char *buf, size_t cap) {
-    uint64_t total = 0, strings = 12500ull << (depth > 12 ? depth - 12 : 0), joined = strings ? strings - 1 : 0;
+    uint64_t total = 0, strings = lua_strings(depth), joined = strings ? strings - 1 : 0;
     for (uint64_t d = 4; d <= depth; d += 2) total += (1ull << (depth - d + 4)) * ((2ull << d) - 1);
     for (uint64_t i = 1; i <= strings; i++) joined += digits(i) + 1;
     snprintf(buf, cap, "%llu\t%llu\t%llu\n", (unsigned long long)total, (unsigned long long)((2ull << depth) - 1),
@@ -313,7 +316,7 @@ int main(int argc, char **argv) {
     long rss_kib;
     if (!strcmp(p->name, "lua")) {
         char strings[32];
-        snprintf(strings, sizeof strings, "%llu", 12500ull << (size > 12 ? size - 12 : 0));
+        snprintf(strings, sizeof strings, "%llu", (unsigned long long)lua_strings(size));
         char *a[] = {(char *)binary, script, nbuf, strings, NULL};
         run(a, NULL, 1, &r);
         lua_expected(size, want, sizeof want);

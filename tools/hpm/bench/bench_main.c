@@ -371,14 +371,10 @@ static int find_dirs(hpm_bench_state_t *st, char *hpm_dir, char *bench_dir) {
 }
 
 /* Every selected case's program is built. */
-/* Whether the real program of case c is installed: "realprog --program
- * NAME --available" (the case's quick arguments name it) exits 0. */
+/* Whether the real program of case c ("real-NAME") is installed:
+ * "realprog --program NAME --available" exits 0. */
 static int real_available(const char *prog, const hpm_bench_case_t *c) {
-    char args[128], *name = NULL;
-    hpm_bench_copy(args, sizeof args, c->args[HPM_SCALE_QUICK]);
-    for (char *save = NULL, *t = strtok_r(args, " ", &save); t; t = strtok_r(NULL, " ", &save))
-        if (!strcmp(t, "--program")) name = strtok_r(NULL, " ", &save);
-    if (!name) return 0;
+    const char *name = c->name + strlen("real-");
     pid_t pid = fork();
     if (pid == 0) {
         int null = open("/dev/null", O_WRONLY);
