@@ -679,8 +679,10 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
         span_delete(ph, s);
         return NULL;
     }
+    size_t newly_backed = 0;   /* released or new hugepages taken: traded against cached ones below */
     for (size_t i = 0; !single && i < n_hp; i++) {
         hpm_hp_t *hp = hp_at(ph, (size_t)first + i);
+        newly_backed += hp->state == HP_RELEASED;
         if (hp_back(ph, hp)) {   /* out of memory: put back what we took */
             for (size_t j = 0; j < i; j++) {
                 hpm_hp_t *t = hp_at(ph, (size_t)first + j);
@@ -712,6 +714,7 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
         left -= n;
     }
     ph->large_allocs_total++;
+    if (newly_backed && ph->cache_count) _hpm_ph_release_for_growth(ph, newly_backed);
     hpm_ph_changed(ph);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
@@ -748,13 +751,16 @@ bool _hpm_ph_grow_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages) {
         return false;
     if ((fresh && grow_fresh(ph, fresh)) || run_commit(ph, next, n_hp)) return false;   /* what grew stays released */
     if (in_last) hp_use_pages(ph, last, first, in_last, s);
+    size_t newly_backed = 0;
     for (size_t i = 0; i < n_hp; i++, rest -= HPM_PAGES_PER_HP) {
         hpm_hp_t *hp = hp_at(ph, next + i);
+        newly_backed += hp->state == HP_RELEASED;
         hp_take_empty(ph, hp);
         hp_use_pages(ph, hp, 0, rest < HPM_PAGES_PER_HP ? (unsigned)rest : HPM_PAGES_PER_HP, s);
         if (rest < HPM_PAGES_PER_HP) break;
     }
     span_set_range(s, s->start, n_pages);
+    if (newly_backed && ph->cache_count) _hpm_ph_release_for_growth(ph, newly_backed);
     hpm_ph_changed(ph);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return true;

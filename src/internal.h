@@ -337,6 +337,11 @@ HPM_INTERNAL void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp);
  * that have been empty longer than the window (beyond the kept cache) and,
  * with subrelease on, free pages of sparse hugepages. */
 HPM_INTERNAL void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns);
+/* A large span just backed n_hp hugepages that were not backed (released
+ * or new) while empty ones wait in the cache: up to n_hp cached ones,
+ * oldest first, are released now, so that the heap's backed size does
+ * not grow while it holds empty hugepages. The caller holds ph->lock. */
+HPM_INTERNAL void _hpm_ph_release_for_growth(hpm_pageheap_t *ph, size_t n_hp);
 /* Release everything possible now. subrelease: also free pages inside
  * partial hugepages, emptiest first. Returns bytes released. */
 HPM_INTERNAL size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease);

@@ -684,6 +684,56 @@ static void test_size_classes(void) {
     CHECK(_hpm_classes[HPM_CLASSES - 1].block_bytes == HPM_SMALL_MAX_BYTES);
 }
 
+/* A large span that takes hugepages no one had backed (released or new)
+ * while scattered empty ones wait in the cache releases as many cached
+ * ones, oldest first: the backed total stays level. One whose run takes
+ * cached ones trades only for the others; realloc's growth into new
+ * hugepages trades as a new span does. */
+static void test_release_for_growth(void) {
+    hpm_pageheap_t *ph = new_ph();
+    char why[256];
+    hpm_span_t *s[5];
+    for (int i = 0; i < 5; i++) s[i] = alloc(ph, 512, SPAN_MEDIUM);   /* hp0..hp4, full */
+    _hpm_ph_free_span(ph, s[1]);
+    _hpm_ph_free_span(ph, s[3]);                                     /* hp1, hp3 cached, not adjacent */
+    CHECK(ph->cache_count == 2 && ph->top_hp == 5 && ph->active_count == 3);
+    reset_log();
+    hpm_span_t *big = _hpm_ph_alloc_large(ph, 1024, HPM_PAGE_BYTES);   /* two whole hugepages in a row */
+    CHECK(big && hp_index(ph, big) == 5 && ph->top_hp == 7, "new hugepages 5 and 6: at %zu, top %zu",
+          big ? hp_index(ph, big) : 99, ph->top_hp);
+    CHECK(ph->cache_count == 0 && release_whole_hp == 2 && ph->released_count == 2,
+          "both cached ones traded: cache %zu, released %d", (size_t)ph->cache_count, release_whole_hp);
+    CHECK(ph->hps[1].state == HP_RELEASED && ph->hps[3].state == HP_RELEASED);
+    CHECK(ph->active_count + ph->cache_count == 5, "backed %zu, as before", (size_t)(ph->active_count + ph->cache_count));
+    /* hp1 (released) and hp2 (cached) in a row: a span of two takes them; nothing else is cached */
+    _hpm_ph_free_span(ph, s[2]);
+    CHECK(ph->cache_count == 1 && ph->hps[2].state == HP_CACHED);
+    reset_log();
+    hpm_span_t *big2 = _hpm_ph_alloc_large(ph, 1024, HPM_PAGE_BYTES);
+    CHECK(big2 && hp_index(ph, big2) == 1 && ph->top_hp == 7, "the lowest run: %zu", big2 ? hp_index(ph, big2) : 99);
+    CHECK(release_whole_hp == 0 && ph->cache_count == 0, "%d released", release_whole_hp);
+    /* with hp4 cached, big (hp5, hp6) grows in place into a new hp7: hp4 is traded */
+    _hpm_ph_free_span(ph, s[4]);
+    CHECK(ph->cache_count == 1 && ph->hps[4].state == HP_CACHED);
+    reset_log();
+    CHECK(_hpm_ph_grow_large(ph, big, 1024 + 100) && ph->top_hp == 8, "grown into hp7: top %zu", ph->top_hp);
+    CHECK(release_whole_hp == 1 && ph->hps[4].state == HP_RELEASED && ph->cache_count == 0,
+          "hp4 traded for hp7: %d released", release_whole_hp);
+    /* with two cached, a span of one new hugepage trades one: the older */
+    _hpm_ph_free_span(ph, s[0]);
+    _hpm_ph_free_span(ph, big2);                                      /* cached, oldest first: hp0, hp1, hp2 */
+    CHECK(ph->cache_count == 3);
+    hpm_span_t *m = alloc(ph, 512, SPAN_MEDIUM);                     /* the newest: hp2 */
+    CHECK(m && hp_index(ph, m) == 2 && ph->cache_count == 2, "took %zu", m ? hp_index(ph, m) : 99);
+    reset_log();
+    hpm_span_t *big3 = _hpm_ph_alloc_large(ph, 1024 + 512, HPM_PAGE_BYTES);   /* three in a row: hp8..hp10 */
+    CHECK(big3 && hp_index(ph, big3) == 8 && ph->top_hp == 11, "at %zu, top %zu", big3 ? hp_index(ph, big3) : 99,
+          ph->top_hp);
+    CHECK(release_whole_hp == 2 && ph->cache_count == 0 && ph->hps[0].state == HP_RELEASED &&
+          ph->hps[1].state == HP_RELEASED, "3 new, 2 cached: both traded (%d)", release_whole_hp);
+    CHECK(_hpm_check_pageheap(ph, why), "sound pageheap: %s", why);
+}
+
 int main(void) {
     void *volatile first = malloc(1);   /* initialise the real allocator (metadata) */
     free(first);
@@ -701,6 +751,7 @@ int main(void) {
     test_subrelease_order();
     test_large_and_slack();
     test_large_end_run();
+    test_release_for_growth();
     test_out_of_memory();
     test_random_invariants();
     test_checker_finds_damage();
