@@ -34,6 +34,25 @@ __thread hpm_heap_t *_hpm_tls_heap = (hpm_heap_t *)&_hpm_no_heap;
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static hpm_heap_t *heaps_all, *heaps_free;
 static bool heap_given;   /* a heap was ever handed to a thread (heaps_lock) */
+/* Heaps in use by threads (heaps_lock), and whether they are many: more
+ * than many_heaps_over, HPM_MANY_HEAPS_PER_CPU per CPU the process may
+ * run on, at least HPM_MANY_HEAPS_MIN (read without the lock). */
+static unsigned heaps_in_use, many_heaps_over = HPM_MANY_HEAPS_MIN;
+static bool many_heaps;
+
+/* Many heaps in use, on pages backed whole (with HPM_PAGES=off a slab
+ * page that holds no block costs nothing). THP's small start counts as
+ * whole: the slabs made in it are collapsed into huge pages when the heap
+ * outgrows it (500 threads with 5 classes each: 35.5 MB of RSS when only
+ * the slabs made after the small start were small, 21.2 MB with all). */
+static bool many_heaps_backed_whole(void) {
+    return __atomic_load_n(&many_heaps, __ATOMIC_RELAXED) && _hpm_ph.page_mode != PAGES_OFF;
+}
+
+static void heaps_in_use_set(unsigned n) {   /* heaps_lock held, or the only thread (fork child) */
+    heaps_in_use = n;
+    __atomic_store_n(&many_heaps, n > many_heaps_over, __ATOMIC_RELAXED);
+}
 static pthread_mutex_t abandoned_lock[HPM_CLASSES] = {[0 ... HPM_CLASSES - 1] = PTHREAD_MUTEX_INITIALIZER};
 static hpm_span_t *abandoned[HPM_CLASSES];        /* LIST_ABANDONED: slabs that had free blocks, or may have */
 static hpm_span_t *abandoned_full[HPM_CLASSES];   /* LIST_ABANDONED_FULL: found full; only frees reach them */
@@ -109,7 +128,10 @@ static void slab_release(hpm_span_t *s) { slabs_release(&s, 1); }
  * small (at least 4 blocks), so a program that uses many classes a little
  * still fits one hugepage: while the program is small and
  * single-threaded for every class, and in every heap for blocks over
- * HPM_SMALL_FIRST_ALWAYS_BYTES. Frees into a small slab take the page-map
+ * HPM_SMALL_FIRST_ALWAYS_BYTES; for every class again while many heaps
+ * are in use (many_heaps: a pool of threads larger than the CPUs can run
+ * at once, where each thread's first slabs, 32 KiB each, would add up to
+ * more than its blocks). Frees into a small slab take the page-map
  * path unless it happens to start on a granule boundary (then it has its
  * granule's slot, internal.h), which costs a busy small class more than
  * it saves; a thread's rarely used large classes cost a whole slab
@@ -123,7 +145,8 @@ static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     uint64_t colours = k->block_bytes <= HPM_COLOUR_MAX_BLOCK ? h->colour_mask : 0;
     size_t first_pages = (4u * k->block_bytes + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
     bool small_first = !h->slabs_made[cls] && (k->block_bytes > HPM_SMALL_FIRST_ALWAYS_BYTES ||
-                                               !__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED));
+                                               !__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED) ||
+                                               many_heaps_backed_whole());
     size_t pages = colours ? 1 : small_first ? first_pages : k->slab_pages;
     if (h->slabs_made[cls] < 255) h->slabs_made[cls]++;
     pthread_mutex_lock(&_hpm_ph.lock);
@@ -417,6 +440,7 @@ static void heap_thread_exit(void *arg) {
     pthread_mutex_lock(&heaps_lock);
     h->next_free = heaps_free;
     heaps_free = h;
+    heaps_in_use_set(heaps_in_use - 1);
     pthread_mutex_unlock(&heaps_lock);
 }
 
@@ -427,6 +451,8 @@ void _hpm_heaps_init(void) {
      * holds all of them, taken in ascending order */
     _hpm_lock_rank_n(abandoned_lock, HPM_CLASSES, HPM_LOCK_ABANDONED);
     heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
+    unsigned cpus = _hpm_ph.os && _hpm_ph.os->cpu_count ? _hpm_ph.os->cpu_count() : 1;
+    many_heaps_over = cpus * HPM_MANY_HEAPS_PER_CPU > HPM_MANY_HEAPS_MIN ? cpus * HPM_MANY_HEAPS_PER_CPU : HPM_MANY_HEAPS_MIN;
 }
 
 hpm_heap_t *_hpm_heap_acquire(void) {
@@ -440,6 +466,7 @@ hpm_heap_t *_hpm_heap_acquire(void) {
      * neither turned the caches on (test_linepairs under ASan and TSan) */
     bool second = heap_given;
     heap_given = true;
+    heaps_in_use_set(heaps_in_use + 1);
     pthread_mutex_unlock(&heaps_lock);
     /* A second thread: medium spans are cached from now on, so that
      * threads do not meet at the pageheap lock for each one (spancache.c) */
@@ -447,8 +474,12 @@ hpm_heap_t *_hpm_heap_acquire(void) {
         __atomic_store_n(&_hpm_ph.medium_caching, true, __ATOMIC_RELAXED);
     if (!h) {
         h = _hpm_meta_alloc(sizeof *h);
-        if (!h) return NULL;
         pthread_mutex_lock(&heaps_lock);
+        if (!h) {
+            heaps_in_use_set(heaps_in_use - 1);
+            pthread_mutex_unlock(&heaps_lock);
+            return NULL;
+        }
         h->next_all = heaps_all;
         __atomic_store_n(&heaps_all, h, __ATOMIC_RELEASE);   /* readers walk without the lock */
         pthread_mutex_unlock(&heaps_lock);
@@ -588,6 +619,7 @@ void _hpm_heap_fork_child(void) {
     pthread_mutex_unlock(&heaps_lock);
     for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_init(&abandoned_lock[c], NULL);
     pthread_mutex_init(&heaps_lock, NULL);
+    heaps_in_use_set(hpm_my_heap() ? 1 : 0);
     for (hpm_heap_t *h = heaps_all; h; h = h->next_all) {
         if (h == _hpm_tls_heap || !h->active) continue;
         heap_repair(h);

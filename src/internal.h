@@ -66,6 +66,8 @@
 #define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB) or a second thread allocates, no medium span caching */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
 #define HPM_SMALL_FIRST_ALWAYS_BYTES 512           /* blocks over this: a heap's first slab of the class is small in every program (heap.c) */
+#define HPM_MANY_HEAPS_PER_CPU 2                  /* more heaps in use than this many per CPU (and HPM_MANY_HEAPS_MIN): */
+#define HPM_MANY_HEAPS_MIN 32                     /* ... every class's first slab in a heap is small (heap.c) */
 #define HPM_SMALL_START_HP 8                     /* THP mode: the first hugepages (16 MiB) stay on 4 KiB pages until the heap outgrows them */
 #define HPM_RIPE_PAGES 480                       /* ... or until one has this many pages used and resident (15/16): it is collapsed alone */
 #define HPM_RIPE_TRIES 3                         /* times such a hugepage is queued at most */

@@ -221,6 +221,14 @@ static size_t linux_machine_bytes(void) {
     return ((size_t)si.totalram + (size_t)si.totalswap) * si.mem_unit;
 }
 
+static unsigned linux_cpu_count(void) {
+    uint64_t mask[16];   /* 1024 CPUs: the kernel's default limit */
+    long n = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+    unsigned cpus = 0;
+    for (long i = 0; i < n / 8; i++) cpus += (unsigned)__builtin_popcountll(mask[i]);
+    return cpus ? cpus : 1;
+}
+
 static void *linux_sys_mmap(void *addr, size_t len, int prot, int flags) {
     return (void *)syscall(SYS_mmap, addr, len, prot, flags, -1, 0L);
 }
@@ -252,6 +260,7 @@ const hpm_os_t _hpm_os_linux = {
     .as_limit_bytes = linux_as_limit_bytes,
     .as_used_bytes = linux_as_used_bytes,
     .machine_bytes = linux_machine_bytes,
+    .cpu_count = linux_cpu_count,
     .sys_mmap = linux_sys_mmap,
     .sys_munmap = linux_sys_munmap,
     .sys_mremap = linux_sys_mremap,

@@ -79,6 +79,8 @@ typedef struct hpm_os_s {
     size_t (*as_used_bytes)(void);
     /* Physical memory plus swap, in bytes (0 when unknown). */
     size_t (*machine_bytes)(void);
+    /* The CPUs this process may run on (its affinity mask), at least 1. */
+    unsigned (*cpu_count)(void);
     /* The raw calls behind colour/colored_map.c (page-by-page remapping):
      * mmap/munmap/mremap/madvise with the kernel's arguments; they return
      * what the kernel does (MAP_FAILED or -1 with errno set). */

@@ -42,6 +42,7 @@ declare -A tiny=(
   [glibc_simple]="--iters 4000"
   [malloc_large]="--iters 20 --size 1M"
   [mleak]="--threads 4 --rounds 10 --slots 16"
+  [thread_pool]="--threads 4 --classes 3"
 )
 
 # A RESULT line is "RESULT bench=NAME key=value ..." with sane keys.
@@ -143,13 +144,18 @@ $B/glibc_bench --threads 1 --min 1K --max 64K --dist uniform --touch page --bloc
 check "grep -q 'min=1024 max=65536 dist=uniform touch=page .*check=ok' '$tmp/gb'" "glibc_bench large variant: $(tail -n 1 "$tmp/gb")"
 $B/glibc_bench --dist pareto >/dev/null 2>&1
 check "[[ \$? -eq 2 ]]" "glibc_bench with an unknown --dist must exit 2"
+# thread_pool holds threads x classes blocks at once and reads its RSS then
+$B/thread_pool --threads 40 --classes 7 >"$tmp/tp" 2>&1
+check "[[ \$(field '$tmp/tp' blocks) -eq 280 && \$(field '$tmp/tp' rss_kib) -gt 0 ]] && grep -q 'check=ok' '$tmp/tp'" "thread_pool: $(tail -n 1 "$tmp/tp")"
+$B/thread_pool --classes 65 >/dev/null 2>&1
+check "[[ \$? -eq 2 ]]" "thread_pool with more than 64 classes must exit 2"
 $B/larson --seconds 0 >/dev/null 2>&1
 check "[[ \$? -eq 2 ]]" "larson --seconds 0 must exit 2"
 
 # Under hpmalloc: every standard workload passes its own self-check.
 hpm_lib=build/libhpmalloc.so
 if [[ -r $hpm_lib ]]; then
-  for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench malloc_stall glibc_simple malloc_large mleak; do
+  for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench malloc_stall glibc_simple malloc_large mleak thread_pool; do
     timeout 60 env LD_PRELOAD=$hpm_lib $B/$p ${tiny[$p]} --seed 5 >"$tmp/h" 2>&1
     check "[[ \$? -eq 0 ]] && result_ok '$tmp/h' '$p'" "$p under hpmalloc: $(tail -n 1 "$tmp/h")"
   done
