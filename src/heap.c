@@ -52,7 +52,6 @@ static bool many_heaps_backed_whole(void) {
 static void heaps_in_use_set(unsigned n) {   /* heaps_lock held, or the only thread (fork child) */
     heaps_in_use = n;
     __atomic_store_n(&many_heaps, n > many_heaps_over, __ATOMIC_RELAXED);
-    _hpm_spancache_set_heaps(n);
 }
 static pthread_mutex_t abandoned_lock[HPM_CLASSES] = {[0 ... HPM_CLASSES - 1] = PTHREAD_MUTEX_INITIALIZER};
 static hpm_span_t *abandoned[HPM_CLASSES];        /* LIST_ABANDONED: slabs that had free blocks, or may have */

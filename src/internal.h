@@ -61,8 +61,6 @@
 #define HPM_MIN_ALIGN 16
 #define HPM_MEDIUM_CLASSES 26                    /* medium span sizes, 3..256 pages (spancache.c) */
 #define HPM_SPANCACHE_MAX_BYTES ((size_t)16 << 20) /* per thread */
-#define HPM_SPANCACHE_TOTAL_BYTES ((size_t)32 << 20) /* shared by the heaps in use: each keeps at most this / heaps in use, */
-#define HPM_SPANCACHE_MIN_BYTES ((size_t)512 << 10)  /* ... at least this, at most HPM_SPANCACHE_MAX_BYTES (spancache.c) */
 #define HPM_SPANCACHE_BATCHES 8                  /* batches a thread keeps per medium class (span_cache_n is 8-bit: 8 * 16 + 1 fits) */
 #define HPM_SPANCACHE_SLOTS (HPM_SPANCACHE_BATCHES * 123 + HPM_MEDIUM_CLASSES)   /* sum over medium classes of HPM_SPANCACHE_BATCHES * batch + 1 (the batches add up to 123) */
 #define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB) or a second thread allocates, no medium span caching */
@@ -737,9 +735,6 @@ static inline void hpm_remote_poll(hpm_heap_t *h) {
 }
 
 /* spancache.c */
-/* What one thread's span cache may hold now (heap.c sets it as threads take and leave heaps). */
-HPM_INTERNAL extern size_t _hpm_spancache_bound_bytes;
-HPM_INTERNAL void _hpm_spancache_set_heaps(unsigned heaps_in_use);
 HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
 /* 0: not a cacheable span; 1: kept; 2: kept, and a batch went to the
  * central cache (a release tick should follow). */

@@ -6,12 +6,7 @@
  * refills with a batch from the central cache (transfer.c), which refills
  * from the pageheap (the first refills of a class with 1, 2, 4, ... spans:
  * slow start); a stack over HPM_SPANCACHE_BATCHES (8) batches, or a cache over
- * its bound, drains its oldest batch back. The bound is a share of
- * HPM_SPANCACHE_TOTAL_BYTES (32 MiB) among the heaps in use, between
- * 512 KiB and HPM_SPANCACHE_MAX_BYTES (16 MiB): a thread's cache is its own,
- * and an idle thread keeps it, so that many threads must share a total
- * (64 threads that each freed 2 MiB of 64 KiB spans and went idle held
- * 134 MB; now 64 x 512 KiB; docs/allocator.md, "Many threads"). Thread exit
+ * HPM_SPANCACHE_MAX_BYTES, drains its oldest batch back. Thread exit
  * returns the cache to the central cache; malloc_trim/hpm_trim return it
  * to the pageheap.
  *
@@ -33,16 +28,6 @@
 #include "internal.h"
 
 _Static_assert(HPM_SPANCACHE_BATCHES * 16 + 1 <= 255, "span_cache_n counts a stack in 8 bits");
-
-size_t _hpm_spancache_bound_bytes = HPM_SPANCACHE_MAX_BYTES;
-
-void _hpm_spancache_set_heaps(unsigned heaps_in_use) {
-    size_t share = HPM_SPANCACHE_TOTAL_BYTES / (heaps_in_use ? heaps_in_use : 1);
-    share = share < HPM_SPANCACHE_MIN_BYTES ? HPM_SPANCACHE_MIN_BYTES : share > HPM_SPANCACHE_MAX_BYTES ? HPM_SPANCACHE_MAX_BYTES : share;
-    __atomic_store_n(&_hpm_spancache_bound_bytes, share, __ATOMIC_RELAXED);
-}
-
-static inline size_t cache_bound(void) { return __atomic_load_n(&_hpm_spancache_bound_bytes, __ATOMIC_RELAXED); }
 
 static inline bool is_medium_pages(size_t n_pages) {
     return n_pages >= 3 && n_pages < HPM_LARGE_MIN_PAGES;
@@ -125,11 +110,10 @@ int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     h->span_cache_n[cls] = (uint8_t)k;
     h->span_cache_bytes += n << HPM_PAGE_SHIFT;
     unsigned batch = hpm_medium_batch(cls);
-    size_t bound = cache_bound();
-    if (likely(k <= HPM_SPANCACHE_BATCHES * batch && h->span_cache_bytes <= bound)) return 1;
+    if (likely(k <= HPM_SPANCACHE_BATCHES * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES)) return 1;
     if (k > HPM_SPANCACHE_BATCHES * batch) drain(h, cls, batch);
     /* over the byte bound: the largest classes go first */
-    for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > bound && c-- > 0;)
+    for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > HPM_SPANCACHE_MAX_BYTES && c-- > 0;)
         drain(h, c, hpm_medium_batch(c));
     return 2;
 }

@@ -8,10 +8,7 @@
  * falls as threads exit (a thread started after the others have exited
  * gets a whole slab again), and a forked child counts only its one
  * thread. With HPM_PAGES=off, where a slab page that holds no block costs
- * nothing, every first slab stays whole. The heaps in use also share the
- * medium span caches' total (spancache.c): a thread that frees 2 MiB of
- * 64 KiB spans keeps them all among 3 heaps, and at most its share of
- * HPM_SPANCACHE_TOTAL_BYTES among the pool's. */
+ * nothing, every first slab stays whole. */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdint.h>
@@ -56,28 +53,6 @@ static uint32_t pages_in_new_thread(void) {
     return pages;
 }
 
-#define MEDIUM_SPANS 32   /* 8 batches of the 16-page class: the most its stack keeps */
-static void *medium_thread(void *arg) {
-    void *p[MEDIUM_SPANS];
-    for (int i = 0; i < MEDIUM_SPANS; i++) memset(p[i] = malloc(64 << 10), 1, 64 << 10);
-    for (int i = 0; i < MEDIUM_SPANS; i++) free(p[i]);
-    *(size_t *)arg = hpm_my_heap()->span_cache_bytes;
-    return NULL;
-}
-
-static size_t cached_in_new_thread(void) {
-    size_t bytes = SIZE_MAX;
-    pthread_t t;
-    if (pthread_create(&t, NULL, medium_thread, &bytes) != 0) return SIZE_MAX;
-    pthread_join(t, NULL);
-    return bytes;
-}
-
-static size_t share_of(unsigned heaps) {
-    size_t b = HPM_SPANCACHE_TOTAL_BYTES / heaps;
-    return b < HPM_SPANCACHE_MIN_BYTES ? HPM_SPANCACHE_MIN_BYTES : b > HPM_SPANCACHE_MAX_BYTES ? HPM_SPANCACHE_MAX_BYTES : b;
-}
-
 int main(void) {
     void *volatile warm = malloc(BLOCK_BYTES);   /* the main thread's heap: one in use */
     free(warm);
@@ -117,15 +92,8 @@ int main(void) {
     uint32_t during = pages_in_new_thread();
     CHECK(during == (whole_pages ? 1u : full), "a thread started while %u heaps are in use: %u pages", n + 1, during);
 
-    size_t pool_cached = cached_in_new_thread();
-    CHECK(pool_cached <= share_of(n + 2) && pool_cached > 0, "a thread among %u heaps kept %zu bytes of spans (share %zu)",
-          n + 2, pool_cached, share_of(n + 2));
-
     pthread_barrier_wait(&all_in);
     for (unsigned i = 0; i < n; i++) pthread_join(t[i], NULL);
-    size_t few_cached = cached_in_new_thread();
-    CHECK(few_cached == (size_t)MEDIUM_SPANS << 16, "a thread among 2 heaps kept %zu bytes of spans, not all %d",
-          few_cached, MEDIUM_SPANS << 16);
     /* the pool has gone: two heaps in use again */
     uint32_t after = pages_in_new_thread();
     CHECK(after == full, "a thread started after the pool exited: %u pages", after);
