@@ -501,6 +501,45 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     return h;
 }
 
+/* The idle drain (spancache.c, "the idle drain's gate"): a heap whose
+ * owner made no span cache operation for idle_ticks calls in a row (and
+ * made one ever) has its cache drained once, at the call that makes it
+ * idle_ticks (0: every heap, now). Up to 64 heaps are closed, fenced with one membarrier and
+ * drained per round. Under heaps_lock, so that no fork stops a drain
+ * halfway (fork_prepare takes it first) and no heap is handed to a new
+ * thread meanwhile. */
+uint64_t _hpm_idle_drains;
+
+bool _hpm_heaps_drain_idle(unsigned idle_ticks) {
+    const hpm_os_t *os = _hpm_ph.os;
+    if (!os || !os->fence_all_threads) return false;
+    bool fenced = true;
+    pthread_mutex_lock(&heaps_lock);
+    hpm_heap_t *h = heaps_all;
+    while (h && fenced) {
+        hpm_heap_t *round[64];
+        unsigned n = 0;
+        for (; h && n < 64; h = h->next_all) {
+            uint32_t st = atomic_load_explicit(&h->sc_state, memory_order_relaxed);
+            if (st != h->sc_seen_state) {
+                h->sc_seen_state = st;
+                h->sc_idle_ticks = 0;
+                if (idle_ticks) continue;
+            } else if (h->sc_idle_ticks < 255) {
+                h->sc_idle_ticks++;
+            }
+            if (idle_ticks && (h->sc_idle_ticks != idle_ticks || st == 0)) continue;   /* st 0: never used its cache */
+            _hpm_spancache_gate_close(h);
+            round[n++] = h;
+        }
+        fenced = n == 0 || os->fence_all_threads() == 0;
+        for (unsigned i = 0; i < n; i++)
+            if (_hpm_spancache_drain_closed(round[i], fenced)) _hpm_idle_drains++;
+    }
+    pthread_mutex_unlock(&heaps_lock);
+    return fenced;
+}
+
 /* Heaps are never freed and only ever pushed at the head, so the list can
  * be walked without the lock (from any lock context). */
 int64_t _hpm_heaps_used_bytes(void) {
@@ -585,6 +624,9 @@ void _hpm_heap_fork_parent(void) {
  * program stays counted as live (a leak of one, never one given out
  * twice). */
 static void heap_repair(hpm_heap_t *h) {
+    atomic_store_explicit(&h->sc_state, atomic_load_explicit(&h->sc_state, memory_order_relaxed) & ~1u,
+                          memory_order_relaxed);   /* stopped inside its cache: out now */
+    atomic_store_explicit(&h->sc_drainer, 0, memory_order_relaxed);    /* no drain crosses a fork (heaps_lock) */
     size_t cached_bytes = 0;
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) cached_bytes += (size_t)h->span_cache_n[c] * hpm_medium_bytes(c);
     h->span_cache_bytes = cached_bytes;

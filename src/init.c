@@ -15,7 +15,7 @@
 #include "internal.h"
 
 atomic_int _hpm_ready;
-static atomic_int background_started;
+atomic_int _hpm_background_started;   /* alloc.c tests it before calling _hpm_background_kick */
 
 /* Lock order: heaps, abandoned lists, pageheap, metadata. */
 static void fork_prepare(void) {
@@ -39,7 +39,7 @@ static void fork_child(void) {
     pthread_mutex_unlock(&_hpm_ph.lock);
     _hpm_ph_lock_init(&_hpm_ph);
     _hpm_ph_collapse_fork_child(&_hpm_ph);
-    atomic_store(&background_started, 0);
+    atomic_store(&_hpm_background_started, 0);
     _hpm_heap_fork_child();
     if (_hpm_publish_after_fork_child) {
         hpm_stats_t *pub = _hpm_publish_after_fork_child();
@@ -124,6 +124,7 @@ static void *background_main(void *arg) {
         if (!delay_ms) delay_ms = 1000;
         _hpm_os->sleep_ns(delay_ms * 1000000ull / 4);
         if (!_hpm_option(HPM_OPT_BACKGROUND)) continue;
+        _hpm_heaps_drain_idle(4);   /* threads idle for a window: their span caches to the central cache */
         _hpm_transfer_release(true);
         pthread_mutex_lock(&_hpm_ph.lock);
         _hpm_ph.last_release_check_ns = 0;
@@ -135,8 +136,8 @@ static void *background_main(void *arg) {
 }
 
 void _hpm_background_kick(void) {
-    if (atomic_load_explicit(&background_started, memory_order_relaxed) || !_hpm_option(HPM_OPT_BACKGROUND)) return;
+    if (atomic_load_explicit(&_hpm_background_started, memory_order_relaxed) || !_hpm_option(HPM_OPT_BACKGROUND)) return;
     int expected = 0;
-    if (!atomic_compare_exchange_strong(&background_started, &expected, 1)) return;
-    if (_hpm_os->thread_start(background_main, NULL) != 0) atomic_store(&background_started, 0);
+    if (!atomic_compare_exchange_strong(&_hpm_background_started, &expected, 1)) return;
+    if (_hpm_os->thread_start(background_main, NULL) != 0) atomic_store(&_hpm_background_started, 0);
 }

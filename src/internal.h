@@ -554,6 +554,13 @@ struct hpm_heap_s {
     uint8_t span_cache_n[HPM_MEDIUM_CLASSES];   /* at most HPM_SPANCACHE_BATCHES * 16 + 1 */
     uint8_t span_refills[HPM_MEDIUM_CLASSES];   /* refills of each class's stack, saturating (slow start) */
     size_t span_cache_bytes;
+    /* The idle drain's gate (spancache.c): the owner marks itself inside
+     * its span cache with plain stores; the background thread drains the
+     * cache of a heap that has been idle only while the owner is outside. */
+    _Atomic uint32_t sc_state;          /* odd while the owner is inside its span cache; +2 per operation (owner writes) */
+    _Atomic uint8_t sc_drainer;         /* the background thread drains it now */
+    uint8_t sc_idle_ticks;              /* background thread only (heaps_lock): ticks with sc_state unchanged */
+    uint32_t sc_seen_state;             /* background thread only (heaps_lock): sc_state at its last look */
     hpm_heap_t *next_all;               /* every heap ever made */
     hpm_heap_t *next_free;              /* retired heaps */
     bool active;                        /* false from the start of thread exit: adopts nothing */
@@ -740,6 +747,17 @@ HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
  * central cache (a release tick should follow). */
 HPM_INTERNAL int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
 HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
+/* The idle drain (background thread, heaps_lock held): close h's gate,
+ * fence every thread (fence_all_threads), then drain_closed: h's whole
+ * cache to the central cache unless its owner is inside it (or the fence
+ * failed), and the gate opens again. True if drained. */
+HPM_INTERNAL void _hpm_spancache_gate_close(hpm_heap_t *h);
+HPM_INTERNAL bool _hpm_spancache_drain_closed(hpm_heap_t *h, bool fenced);
+/* heap.c: drain the span caches of heaps whose owners made no span cache
+ * operation for idle_ticks of these calls in a row (0: every heap now;
+ * tests). False when the OS gives no process-wide fence (membarrier). */
+HPM_INTERNAL bool _hpm_heaps_drain_idle(unsigned idle_ticks);
+HPM_INTERNAL extern uint64_t _hpm_idle_drains;   /* caches drained so far (heaps_lock) */
 
 /* Medium size classes: 4 per power of two of pages, 3..256 pages. */
 static inline unsigned hpm_medium_class(size_t n_pages) {
@@ -807,6 +825,7 @@ static inline void hpm_ensure_init(void) {
     if (unlikely(atomic_load_explicit(&_hpm_ready, memory_order_acquire) != 2)) _hpm_init_slow();
 }
 HPM_INTERNAL void _hpm_background_kick(void);
+HPM_INTERNAL extern atomic_int _hpm_background_started;   /* the background thread runs (or is starting) */
 /* Refresh the computed counters (stats.c), for the background thread. */
 HPM_INTERNAL void _hpm_stats_refresh_light(void);
 /* Makes the counters follow ph (its on_change hook) and fills them now. */

@@ -23,7 +23,9 @@
  * class's page count, keeps its pages and page-map entries, and has
  * cached set, so free() reports a double free of it and hpm_range()
  * treats it as free; span_cache_n and span_cache_bytes count the stacks.
- * Owner thread only. */
+ * Owner thread only, but for the idle drain (below), which the owner's
+ * gate keeps out while the owner is inside. */
+#include <sched.h>
 #include <string.h>
 #include "internal.h"
 
@@ -71,8 +73,60 @@ static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
  * (threads that come and go: mstress) keeps its caches. */
 static inline bool medium_caching_on(void) { return __atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED); }
 
-hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
-    if (!is_medium_pages(n_pages)) return NULL;
+/* ---- the idle drain's gate ----
+ * A thread's cache is its own, and a thread that freed a few MiB of
+ * medium blocks and went idle kept them (64 idle threads: 134.6 MB of RSS
+ * after 3 s; docs/allocator.md, "Medium sizes"). The background thread
+ * drains the cache of a heap whose owner made no cache operation for a
+ * release window, without a lock on the owner's path: an asymmetric
+ * fence. The owner marks itself inside (a plain store, a compiler
+ * barrier; sc_state odd) and then reads the drainer's flag; the drainer sets the flag,
+ * makes every thread of the process pass a full barrier
+ * (membarrier, fence_all_threads) and then reads the owner's mark. So at
+ * least one of them sees the other: an owner that sees the flag steps
+ * out and waits; a drainer that sees the mark leaves the heap alone. The
+ * acquire and release on the two marks order the cache's contents
+ * between them. */
+static __attribute__((noinline, cold)) uint32_t gate_wait(hpm_heap_t *h, uint32_t in) {
+    do {
+        atomic_store_explicit(&h->sc_state, in + 1, memory_order_release);   /* step out */
+        while (atomic_load_explicit(&h->sc_drainer, memory_order_acquire)) sched_yield();
+        in += 2;
+        atomic_store_explicit(&h->sc_state, in, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+    } while (atomic_load_explicit(&h->sc_drainer, memory_order_acquire));
+    return in;
+}
+
+/* sc_state is odd while the owner is inside and grows by 2 at each
+ * operation (the drainer reads idleness from it): one load and one store
+ * to enter, one store to leave. */
+static inline uint32_t gate_enter(hpm_heap_t *h) {
+    uint32_t in = atomic_load_explicit(&h->sc_state, memory_order_relaxed) | 1u;   /* the owner is its only writer */
+    atomic_store_explicit(&h->sc_state, in, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);   /* the CPU's fence comes from the drainer's membarrier */
+    if (unlikely(atomic_load_explicit(&h->sc_drainer, memory_order_acquire))) in = gate_wait(h, in);
+    return in;
+}
+
+static inline void gate_leave(hpm_heap_t *h, uint32_t in) {
+    atomic_store_explicit(&h->sc_state, in + 1, memory_order_release);
+}
+
+void _hpm_spancache_gate_close(hpm_heap_t *h) { atomic_store_explicit(&h->sc_drainer, 1, memory_order_relaxed); }
+
+static void cache_flush(hpm_heap_t *h) {
+    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES && h->span_cache_bytes; c++) drain(h, c, 255);
+}
+
+bool _hpm_spancache_drain_closed(hpm_heap_t *h, bool fenced) {
+    bool drained = fenced && !(atomic_load_explicit(&h->sc_state, memory_order_acquire) & 1u);
+    if (drained) cache_flush(h);
+    atomic_store_explicit(&h->sc_drainer, 0, memory_order_release);
+    return drained;
+}
+
+static hpm_span_t *cache_get(hpm_heap_t *h, size_t n_pages) {
     unsigned cls = hpm_medium_class(n_pages);
     hpm_span_t **st = stack_of(h, cls);
     unsigned k = h->span_cache_n[cls];
@@ -97,12 +151,15 @@ hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
     return s;
 }
 
-int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
-    size_t n = s->n_pages;
-    if (s->kind != SPAN_MEDIUM || !is_medium_pages(n)) return 0;
-    unsigned cls = hpm_medium_class(n);
-    if (hpm_medium_pages(cls) != n) return 0;   /* an aligned span of another size */
-    if (!medium_caching_on()) return 0;
+hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
+    if (!is_medium_pages(n_pages)) return NULL;
+    uint32_t in = gate_enter(h);
+    hpm_span_t *s = cache_get(h, n_pages);
+    gate_leave(h, in);
+    return s;
+}
+
+static int cache_put(hpm_heap_t *h, hpm_span_t *s, unsigned cls, size_t n) {
     hpm_span_set_cached(s, true);
     s->clean = 0;
     unsigned k = h->span_cache_n[cls];
@@ -110,7 +167,8 @@ int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     h->span_cache_n[cls] = (uint8_t)k;
     h->span_cache_bytes += n << HPM_PAGE_SHIFT;
     unsigned batch = hpm_medium_batch(cls);
-    if (likely(k <= HPM_SPANCACHE_BATCHES * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES)) return 1;
+    if (likely(k <= HPM_SPANCACHE_BATCHES * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES))
+        return 1;
     if (k > HPM_SPANCACHE_BATCHES * batch) drain(h, cls, batch);
     /* over the byte bound: the largest classes go first */
     for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > HPM_SPANCACHE_MAX_BYTES && c-- > 0;)
@@ -118,6 +176,20 @@ int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     return 2;
 }
 
+int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
+    size_t n = s->n_pages;
+    if (s->kind != SPAN_MEDIUM || !is_medium_pages(n)) return 0;
+    unsigned cls = hpm_medium_class(n);
+    if (hpm_medium_pages(cls) != n) return 0;   /* an aligned span of another size */
+    if (!medium_caching_on()) return 0;
+    uint32_t in = gate_enter(h);
+    int kept = cache_put(h, s, cls, n);
+    gate_leave(h, in);
+    return kept;
+}
+
 void _hpm_spancache_flush(hpm_heap_t *h) {
-    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES && h->span_cache_bytes; c++) drain(h, c, 255);
+    uint32_t in = gate_enter(h);
+    cache_flush(h);
+    gate_leave(h, in);
 }

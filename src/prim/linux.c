@@ -3,6 +3,7 @@
  * async-signal-safe enough for use inside malloc: no stdio, no malloc. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -229,6 +230,20 @@ static unsigned linux_cpu_count(void) {
     return cpus ? cpus : 1;
 }
 
+/* Called by one thread at a time (the background thread, under the heaps
+ * lock). The kernel wants the process registered first; a forked child may
+ * not inherit the registration (EPERM), so that registers again. */
+static int linux_fence_all_threads(void) {
+    static int refused;
+    if (refused) return ENOSYS;
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return 0;
+    if (errno != EPERM || syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0) {
+        refused = 1;
+        return ENOSYS;
+    }
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : errno;
+}
+
 static void *linux_sys_mmap(void *addr, size_t len, int prot, int flags) {
     return (void *)syscall(SYS_mmap, addr, len, prot, flags, -1, 0L);
 }
@@ -261,6 +276,7 @@ const hpm_os_t _hpm_os_linux = {
     .as_used_bytes = linux_as_used_bytes,
     .machine_bytes = linux_machine_bytes,
     .cpu_count = linux_cpu_count,
+    .fence_all_threads = linux_fence_all_threads,
     .sys_mmap = linux_sys_mmap,
     .sys_munmap = linux_sys_munmap,
     .sys_mremap = linux_sys_mremap,

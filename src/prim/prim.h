@@ -81,6 +81,9 @@ typedef struct hpm_os_s {
     size_t (*machine_bytes)(void);
     /* The CPUs this process may run on (its affinity mask), at least 1. */
     unsigned (*cpu_count)(void);
+    /* A full memory barrier on every running thread of the process
+     * (membarrier, private expedited; the first call registers). 0 or errno. */
+    int (*fence_all_threads)(void);
     /* The raw calls behind colour/colored_map.c (page-by-page remapping):
      * mmap/munmap/mremap/madvise with the kernel's arguments; they return
      * what the kernel does (MAP_FAILED or -1 with errno set). */

@@ -2,7 +2,8 @@
  * (included after internal.h): the count of pages in use, and a thread
  * that does nothing, started and joined once so that glibc's own
  * allocations for a thread (its TLS vector, from the creating thread's
- * heap) exist before a test takes its first count. */
+ * heap) exist before a test takes its first count; the same for the
+ * allocator's background thread. */
 #ifndef HPM_HEAPTEST_H
 #define HPM_HEAPTEST_H
 #include <pthread.h>
@@ -16,10 +17,15 @@ static inline size_t ht_used_pages(void) {
 
 static inline void *ht_idle(void *arg) { return arg; }   /* inline: no unused-function warning where ht_first_thread is not called */
 
-/* 0 when the idle thread ran. */
+/* 0 when the idle thread ran. The allocator's background thread is
+ * started too (it starts once a second thread takes a heap, init.c), so
+ * that its TLS vector, also from this thread's heap, exists before the
+ * first count. */
 static inline int ht_first_thread(void) {
     pthread_t t;
     if (pthread_create(&t, NULL, ht_idle, NULL) != 0) return -1;
-    return pthread_join(t, NULL);
+    int e = pthread_join(t, NULL);
+    _hpm_background_kick();
+    return e;
 }
 #endif
