@@ -7,6 +7,7 @@
 #ifndef HPM_HEAPTEST_H
 #define HPM_HEAPTEST_H
 #include <pthread.h>
+#include <stdlib.h>
 
 static inline size_t ht_used_pages(void) {
     pthread_mutex_lock(&_hpm_ph.lock);
@@ -25,6 +26,8 @@ static inline int ht_first_thread(void) {
     pthread_t t;
     if (pthread_create(&t, NULL, ht_idle, NULL) != 0) return -1;
     int e = pthread_join(t, NULL);
+    void *volatile first = malloc(16);   /* the allocator is set up before its background thread starts */
+    free(first);
     _hpm_background_kick();
     return e;
 }
