@@ -23,27 +23,9 @@ static void bad_pointer(const char *fn, const void *p) {
 
 /* ---- allocation ---- */
 
-/* A thread's first allocation takes it a heap. Once threads share the
- * process (a second heap: medium span caches are on), the background
- * thread starts: its ticks drain the span caches of threads that went idle
- * (spancache.c), which nothing else would reach. */
-static __attribute__((noinline)) hpm_heap_t *heap_take(void) {
-    hpm_heap_t *h = _hpm_heap_acquire();
-    if (h && __atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED) &&
-        !atomic_load_explicit(&_hpm_background_started, memory_order_relaxed))
-        _hpm_background_kick();
-    return h;
-}
-
 static inline hpm_heap_t *heap_get(void) {
     hpm_heap_t *h = hpm_my_heap();
-    return likely(h != NULL) ? h : heap_take();
-}
-
-static __attribute__((noinline)) void *alloc_first(unsigned cls) {
-    hpm_heap_t *h = heap_take();
-    if (!h) { errno = ENOMEM; return NULL; }
-    return _hpm_heap_alloc_slow(h, cls);
+    return likely(h != NULL) ? h : _hpm_heap_acquire();
 }
 
 /* The hand's slot is read and written through a pointer held in a
@@ -65,7 +47,6 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
         hpm_used_add(h, _hpm_class_block_bytes[cls]);
         return b;
     }
-    if (unlikely(h == &_hpm_no_heap)) return alloc_first(cls);   /* the thread's first malloc */
     return _hpm_heap_alloc_slow(h, cls);   /* sets errno when it fails; a tail call keeps the fast path free of saved registers */
 }
 
@@ -137,7 +118,11 @@ static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if (h) hpm_used_sub(h, (uint64_t)s->n_pages << HPM_PAGE_SHIFT);
     int kept = h ? _hpm_spancache_put(h, s) : 0;
     if (kept) {
-        if (kept == 2) _hpm_background_kick();   /* its ticks give idle central spans back */
+        /* 2: the cache held nothing before this span, or a batch went to
+         * the central cache; the background thread's ticks give idle
+         * central spans back and drain idle threads' caches (spancache.c),
+         * which nothing else would reach */
+        if (kept == 2 && !atomic_load_explicit(&_hpm_background_started, memory_order_relaxed)) _hpm_background_kick();
         return;
     }
     pthread_mutex_lock(&_hpm_ph.lock);
@@ -173,7 +158,7 @@ static inline bool block_ok(const hpm_span_t *s, void **b) {
  * free_checked looked, bad pointers. */
 static __attribute__((noinline)) void free_rare(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if (unlikely(s == NULL)) bad_pointer(fn, p);
-    if (h == &_hpm_no_heap) h = heap_take();   /* may be NULL: metadata ran out */
+    if (h == &_hpm_no_heap) h = _hpm_heap_acquire();   /* may be NULL: metadata ran out */
     if (s->kind != SPAN_SLAB) { free_span(h, s, p, fn); return; }
     void **b = p;
     if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);

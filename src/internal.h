@@ -744,7 +744,9 @@ static inline void hpm_remote_poll(hpm_heap_t *h) {
 /* spancache.c */
 HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
 /* 0: not a cacheable span; 1: kept; 2: kept, and a batch went to the
- * central cache (a release tick should follow). */
+ * central cache or the cache was empty before (the background thread
+ * should run: its ticks release idle central spans and drain idle
+ * threads' caches). */
 HPM_INTERNAL int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
 HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
 /* The idle drain (background thread, heaps_lock held): close h's gate,

@@ -100,7 +100,14 @@ for ((r = 1; r <= rounds; r++)); do
       a=${order[${perm[$k]}]}
       IFS='|' read -r lib var <<<"${spec[$a]}"
       log=$out/$name.$a.$r
-      $B/warm_memory   # warm free memory first (bench/common/bench_warm.h)
+      # warm free memory first (bench/common/bench_warm.h): 128 MiB, and as
+      # much as the program touches for the two real rows that touch more
+      # (Perl about 230 MB, Python about 360): past the warmed part a
+      # huge-page fault here costs 6-9 ms, and whether a run met cold memory
+      # depended on what ran before it (real-perl under hpmalloc: 0.03 or
+      # 0.6-1.1 s of system time, same library, same faults)
+      warm_mib=128; case $name in real-perl | real-python) warm_mib=512 ;; esac
+      $B/warm_memory $warm_mib
       # the allocator goes into the program alone, not into timeout or time
       env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF timeout 300 /usr/bin/time -f "MAXRSS_KIB %M CPU_S %U %S" \
         -o "$log.time" env $var ${lib:+LD_PRELOAD=$lib} $B/$cmd >"$log.out" 2>"$log.err"
