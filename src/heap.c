@@ -625,8 +625,7 @@ void _hpm_heap_fork_parent(void) {
  * twice). */
 static void heap_repair(hpm_heap_t *h) {
     atomic_store_explicit(&h->sc_state, atomic_load_explicit(&h->sc_state, memory_order_relaxed) & ~1u,
-                          memory_order_relaxed);   /* stopped inside its cache: out now */
-    atomic_store_explicit(&h->sc_drainer, 0, memory_order_relaxed);    /* no drain crosses a fork (heaps_lock) */
+                          memory_order_relaxed);   /* stopped inside its cache: out now (no drain crosses a fork: heaps_lock) */
     size_t cached_bytes = 0;
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) cached_bytes += (size_t)h->span_cache_n[c] * hpm_medium_bytes(c);
     h->span_cache_bytes = cached_bytes;

@@ -714,7 +714,7 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
         left -= n;
     }
     ph->large_allocs_total++;
-    if (newly_backed && ph->cache_count) _hpm_ph_release_for_growth(ph, newly_backed);
+    if (newly_backed) _hpm_ph_release_for_growth(ph, newly_backed);
     hpm_ph_changed(ph);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;
@@ -760,7 +760,7 @@ bool _hpm_ph_grow_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages) {
         if (rest < HPM_PAGES_PER_HP) break;
     }
     span_set_range(s, s->start, n_pages);
-    if (newly_backed && ph->cache_count) _hpm_ph_release_for_growth(ph, newly_backed);
+    if (newly_backed) _hpm_ph_release_for_growth(ph, newly_backed);
     hpm_ph_changed(ph);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return true;

@@ -342,7 +342,8 @@ HPM_INTERNAL void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns);
 /* A large span just backed n_hp hugepages that were not backed (released
  * or new) while empty ones wait in the cache: up to n_hp cached ones,
  * oldest first, are released now, so that the heap's backed size does
- * not grow while it holds empty hugepages. The caller holds ph->lock. */
+ * not grow while it holds empty hugepages. The caller holds ph->lock
+ * and tells the watchers (hpm_ph_changed) after. */
 HPM_INTERNAL void _hpm_ph_release_for_growth(hpm_pageheap_t *ph, size_t n_hp);
 /* Release everything possible now. subrelease: also free pages inside
  * partial hugepages, emptiest first. Returns bytes released. */

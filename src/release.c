@@ -113,7 +113,6 @@ void _hpm_ph_release_tick(hpm_pageheap_t *ph, uint64_t now_ns) {
  * would after the window. */
 void _hpm_ph_release_for_growth(hpm_pageheap_t *ph, size_t n_hp) {
     while (n_hp > 0 && ph->cache_tail && release_whole(ph, ph->cache_tail)) n_hp--;
-    hpm_ph_changed(ph);
 }
 
 size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease) {
