@@ -179,9 +179,11 @@ static void batch_flush(slab_batch_t *b) {
  * first), under one pageheap lock. */
 static void slab_retire(hpm_heap_t *h, hpm_span_t *s) {
     if (!h->active) { slab_release(s); return; }
+    uint32_t in = _hpm_heap_gate_enter(h);   /* the idle drain may take the kept ones */
     if (h->empty_slabs < HPM_HEAP_EMPTY_SLABS) {
         slist_push(&h->empty[s->class_idx], s, LIST_EMPTY);
         h->empty_slabs++;
+        _hpm_heap_gate_leave(h, in);
         return;
     }
     slab_batch_t b = {.v = {s}, .n = 1};
@@ -192,19 +194,41 @@ static void slab_retire(hpm_heap_t *h, hpm_span_t *s) {
             b.v[b.n++] = t;   /* not batch_add: exactly one batch goes back */
         }
     }
+    _hpm_heap_gate_leave(h, in);
     batch_flush(&b);
 }
 
-static void heap_release_kept(hpm_heap_t *h) {
+/* Every kept emptied slab back to the pageheap: the owner inside the
+ * gate, or the idle drain with the gate closed (its count falls with an
+ * atomic store: kept_take reads it outside the gate). */
+static void kept_release(hpm_heap_t *h) {
     slab_batch_t b = {.n = 0};
     for (unsigned c = 0; c < HPM_CLASSES && h->empty_slabs; c++) {
         hpm_span_t *s;
         while ((s = slist_pop(&h->empty[c]))) {
-            h->empty_slabs--;
+            __atomic_store_n(&h->empty_slabs, h->empty_slabs - 1, __ATOMIC_RELAXED);
             batch_add(&b, s);
         }
     }
     batch_flush(&b);
+}
+
+static void heap_release_kept(hpm_heap_t *h) {
+    uint32_t in = _hpm_heap_gate_enter(h);
+    kept_release(h);
+    _hpm_heap_gate_leave(h, in);
+}
+
+/* A kept emptied slab of class cls, or NULL. Only the owner adds to the
+ * count, so a 0 read outside the gate is true; the gate is not entered
+ * then, and a heap that only opens new slabs stays idle to the drain. */
+static hpm_span_t *kept_take(hpm_heap_t *h, unsigned cls) {
+    if (!__atomic_load_n(&h->empty_slabs, __ATOMIC_RELAXED)) return NULL;
+    uint32_t in = _hpm_heap_gate_enter(h);
+    hpm_span_t *s = slist_pop(&h->empty[cls]);
+    if (s) h->empty_slabs--;
+    _hpm_heap_gate_leave(h, in);
+    return s;
 }
 
 /* Make every free block of the slab available (blocks of pages given back
@@ -349,7 +373,7 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
         if (slab_gather(s)) break;
         slist_push(&h->full[cls], s, LIST_FULL);
     }
-    if (!s && (s = slist_pop(&h->empty[cls]))) h->empty_slabs--;
+    if (!s) s = kept_take(h, cls);
     if (!s) s = heap_adopt(h, cls);
     if (!s) s = slab_new(h, cls);
     if (!s) { errno = ENOMEM; return NULL; }
@@ -487,11 +511,10 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         h->current[c] = &_hpm_empty_span;
         h->hand[c] = NULL;
-        h->avail[c] = h->avail_tail[c] = h->full[c] = h->empty[c] = NULL;
+        h->avail[c] = h->avail_tail[c] = h->full[c] = NULL;   /* empty[c]: NULL (heap_abandon), and the idle drain's */
         h->slabs_made[c] = 0;
     }
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) h->span_refills[c] = 0;
-    h->empty_slabs = 0;
     _hpm_remote_open(h);
     h->colour_mask = (uint64_t)_hpm_option(HPM_OPT_COLORS);
     h->active = true;
@@ -502,9 +525,12 @@ hpm_heap_t *_hpm_heap_acquire(void) {
 }
 
 /* The idle drain (spancache.c, "the idle drain's gate"): a heap whose
- * owner made no span cache operation for idle_ticks calls in a row (and
- * made one ever) has its cache drained once, at the call that makes it
- * idle_ticks (0: every heap, now). Up to 64 heaps are closed, fenced with one membarrier and
+ * owner made no operation on its span cache or its emptied slabs for
+ * idle_ticks calls in a row (and made one ever) has its cache drained and
+ * its kept emptied slabs given back once, at the call that makes it
+ * idle_ticks (0: every heap, now). A thread that only mallocs and frees
+ * within its slabs counts as idle here, and its kept slabs go back: it
+ * has not needed them for that long. Up to 64 heaps are closed, fenced with one membarrier and
  * drained per round. Under heaps_lock, so that no fork stops a drain
  * halfway (fork_prepare takes it first) and no heap is handed to a new
  * thread meanwhile. */
@@ -529,12 +555,17 @@ bool _hpm_heaps_drain_idle(unsigned idle_ticks) {
                 h->sc_idle_ticks++;
             }
             if (idle_ticks && (h->sc_idle_ticks != idle_ticks || st == 0)) continue;   /* st 0: never used its cache */
-            _hpm_spancache_gate_close(h);
+            _hpm_heap_gate_close(h);
             round[n++] = h;
         }
         fenced = n == 0 || os->fence_all_threads() == 0;
-        for (unsigned i = 0; i < n; i++)
-            if (_hpm_spancache_drain_closed(round[i], fenced)) _hpm_idle_drains++;
+        for (unsigned i = 0; i < n; i++) {
+            if (_hpm_spancache_drain_closed(round[i], fenced)) {
+                kept_release(round[i]);
+                _hpm_idle_drains++;
+            }
+            _hpm_heap_gate_open(round[i]);
+        }
     }
     pthread_mutex_unlock(&heaps_lock);
     return fenced;

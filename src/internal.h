@@ -556,9 +556,10 @@ struct hpm_heap_s {
     uint8_t span_refills[HPM_MEDIUM_CLASSES];   /* refills of each class's stack, saturating (slow start) */
     size_t span_cache_bytes;
     /* The idle drain's gate (spancache.c): the owner marks itself inside
-     * its span cache with plain stores; the background thread drains the
-     * cache of a heap that has been idle only while the owner is outside. */
-    _Atomic uint32_t sc_state;          /* odd while the owner is inside its span cache; +2 per operation (owner writes) */
+     * its span cache or its emptied slabs (empty, empty_slabs) with plain
+     * stores; the background thread drains them in a heap that has been
+     * idle only while the owner is outside. */
+    _Atomic uint32_t sc_state;          /* odd while the owner is inside its span cache or emptied slabs; +2 per operation (owner writes) */
     _Atomic uint8_t sc_drainer;         /* the background thread drains it now */
     uint8_t sc_idle_ticks;              /* background thread only (heaps_lock): ticks with sc_state unchanged */
     uint32_t sc_seen_state;             /* background thread only (heaps_lock): sc_state at its last look */
@@ -750,15 +751,21 @@ HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
  * threads' caches). */
 HPM_INTERNAL int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
 HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
-/* The idle drain (background thread, heaps_lock held): close h's gate,
- * fence every thread (fence_all_threads), then drain_closed: h's whole
- * cache to the central cache unless its owner is inside it (or the fence
- * failed), and the gate opens again. True if drained. */
-HPM_INTERNAL void _hpm_spancache_gate_close(hpm_heap_t *h);
+/* The idle drain's gate (spancache.c), around the owner's span cache and
+ * emptied-slab operations. The drain (background thread, heaps_lock
+ * held): close h's gate, fence every thread (fence_all_threads), then
+ * drain_closed: h's whole cache to the central cache unless its owner is
+ * inside the gate (or the fence failed; true if drained), then heap.c
+ * gives back its emptied slabs, and the gate opens again. */
+HPM_INTERNAL uint32_t _hpm_heap_gate_enter(hpm_heap_t *h);
+HPM_INTERNAL void _hpm_heap_gate_leave(hpm_heap_t *h, uint32_t in);
+HPM_INTERNAL void _hpm_heap_gate_close(hpm_heap_t *h);
+HPM_INTERNAL void _hpm_heap_gate_open(hpm_heap_t *h);
 HPM_INTERNAL bool _hpm_spancache_drain_closed(hpm_heap_t *h, bool fenced);
-/* heap.c: drain the span caches of heaps whose owners made no span cache
- * operation for idle_ticks of these calls in a row (0: every heap now;
- * tests). False when the OS gives no process-wide fence (membarrier). */
+/* heap.c: drain the span caches and emptied slabs of heaps whose owners
+ * made no operation on them for idle_ticks of these calls in a row (0:
+ * every heap now; tests). False when the OS gives no process-wide fence
+ * (membarrier). */
 HPM_INTERNAL bool _hpm_heaps_drain_idle(unsigned idle_ticks);
 HPM_INTERNAL extern uint64_t _hpm_idle_drains;   /* caches drained so far (heaps_lock) */
 

@@ -24,7 +24,8 @@
  * cached set, so free() reports a double free of it and hpm_range()
  * treats it as free; span_cache_n and span_cache_bytes count the stacks.
  * Owner thread only, but for the idle drain (below), which the owner's
- * gate keeps out while the owner is inside. */
+ * gate keeps out while the owner is inside (the gate also keeps the
+ * heap's emptied slabs, heap.c). */
 #include <sched.h>
 #include <string.h>
 #include "internal.h"
@@ -113,7 +114,13 @@ static inline void gate_leave(hpm_heap_t *h, uint32_t in) {
     atomic_store_explicit(&h->sc_state, in + 1, memory_order_release);
 }
 
-void _hpm_spancache_gate_close(hpm_heap_t *h) { atomic_store_explicit(&h->sc_drainer, 1, memory_order_relaxed); }
+/* The same gate keeps the heap's emptied slabs (heap.c, slab_retire):
+ * the owner's cold paths enter it through these. */
+uint32_t _hpm_heap_gate_enter(hpm_heap_t *h) { return gate_enter(h); }
+void _hpm_heap_gate_leave(hpm_heap_t *h, uint32_t in) { gate_leave(h, in); }
+
+void _hpm_heap_gate_close(hpm_heap_t *h) { atomic_store_explicit(&h->sc_drainer, 1, memory_order_relaxed); }
+void _hpm_heap_gate_open(hpm_heap_t *h) { atomic_store_explicit(&h->sc_drainer, 0, memory_order_release); }
 
 static void cache_flush(hpm_heap_t *h) {
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES && h->span_cache_bytes; c++) drain(h, c, 255);
@@ -122,7 +129,6 @@ static void cache_flush(hpm_heap_t *h) {
 bool _hpm_spancache_drain_closed(hpm_heap_t *h, bool fenced) {
     bool drained = fenced && !(atomic_load_explicit(&h->sc_state, memory_order_acquire) & 1u);
     if (drained) cache_flush(h);
-    atomic_store_explicit(&h->sc_drainer, 0, memory_order_release);
     return drained;
 }
 

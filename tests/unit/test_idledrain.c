@@ -11,6 +11,12 @@
  *    while the main thread forces drains in a loop: the gate keeps them
  *    apart (run under TSan and ASan by sanitize.sh), some drains find it
  *    outside and empty it, and its heap is sound at the end.
+ * 3. A thread frees more small blocks than its slabs hold and waits: it
+ *    keeps up to HPM_HEAP_EMPTY_SLABS emptied slabs, which the drain gives back
+ *    to the pageheap, every page of them, once the thread is idle; woken,
+ *    it allocates and checks small blocks again.
+ * The busy thread of 2 also fills and empties small slabs in waves, so
+ * that the drains meet its emptied-slab list too.
  * Where the kernel refuses membarrier, the drain must say so and change
  * nothing. */
 #include <pthread.h>
@@ -59,6 +65,42 @@ static void *idle_thread(void *arg) {
     return NULL;
 }
 
+#define SMALL_BLOCKS 20000   /* 64-byte blocks: far more slabs than a heap keeps empty */
+static hpm_heap_t *small_heap;
+static unsigned small_kept;
+static size_t small_kept_pages;
+static int small_bad;
+static bool small_heap_ok;
+static char small_why[256];
+
+/* n blocks of size bytes, each filled with its index, then checked and freed */
+static int small_wave(void **p, unsigned n, size_t size, unsigned seed) {
+    int bad = 0;
+    for (unsigned i = 0; i < n; i++) memset(p[i] = malloc(size), (int)((i + seed) & 0xff), size);
+    for (unsigned i = 0; i < n; i++) {
+        const unsigned char *b = p[i];
+        for (size_t k = 0; k < size; k++) if (b[k] != ((i + seed) & 0xff)) { bad++; break; }
+        free(p[i]);
+    }
+    return bad;
+}
+
+static void *small_thread(void *arg) {
+    (void)arg;
+    static void *p[SMALL_BLOCKS];
+    small_bad += small_wave(p, SMALL_BLOCKS, 64, 1);
+    small_heap = hpm_my_heap();
+    small_kept = small_heap->empty_slabs;
+    for (unsigned c = 0; c < HPM_CLASSES; c++)
+        for (hpm_span_t *s = small_heap->empty[c]; s; s = s->next) small_kept_pages += s->n_pages;
+    sem_post(&filled);
+    sem_wait(&wake);   /* idle */
+    small_bad += small_wave(p, SMALL_BLOCKS, 64, 2);
+    small_heap_ok = _hpm_check_heap(small_heap, small_why);
+    sem_post(&done);
+    return NULL;
+}
+
 static atomic_int churn_stop;
 static int churn_bad;
 static bool churn_heap_ok;
@@ -69,6 +111,7 @@ static void *churn_thread(void *arg) {
     uint64_t x = 88172645463325252ull;
     void *p[8] = {0};
     size_t sz[8] = {0};
+    static void *small[1500];
     for (unsigned long it = 0; !atomic_load(&churn_stop) || it < 20000; it++) {
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
         unsigned k = (unsigned)(x % 8);
@@ -76,6 +119,7 @@ static void *churn_thread(void *arg) {
         sz[k] = ((size_t)(3 + (x >> 8) % 60)) << 12;   /* 12 KiB .. 252 KiB: medium */
         fill_pattern(p[k] = malloc(sz[k]), sz[k], k + (unsigned)sz[k]);
         if (it % 512 == 0) usleep(50);   /* outside the cache for a while: a drain can take it */
+        if (it % 256 == 0) churn_bad += small_wave(small, 1500, 256, (unsigned)it);   /* slabs emptied, kept, taken again */
         if (it > 2000000) break;
     }
     for (unsigned k = 0; k < 8; k++) if (p[k]) { churn_bad += pattern_bad(p[k], sz[k], k + (unsigned)sz[k]); free(p[k]); }
@@ -128,6 +172,37 @@ int main(void) {
     pthread_join(t, NULL);
     CHECK(idle_bad == 0, "%d blocks changed", idle_bad);
     CHECK(idle_heap_ok, "the idle thread's heap after the drain: %s", why);
+
+    /* 3. an idle thread's emptied slabs */
+    CHECK(pthread_create(&t, NULL, small_thread, NULL) == 0);
+    sem_wait(&filled);
+    CHECK(small_kept >= HPM_HEAP_EMPTY_SLABS / 2 && small_kept <= HPM_HEAP_EMPTY_SLABS && small_kept_pages > 0,
+          "the thread keeps %u emptied slabs (%zu pages), bound %d", small_kept, small_kept_pages, HPM_HEAP_EMPTY_SLABS);
+    pthread_mutex_lock(&_hpm_ph.lock);
+    used_before = _hpm_ph.used_pages_total;
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    drains_before = _hpm_idle_drains;
+    _hpm_heaps_drain_idle(2);
+    _hpm_heaps_drain_idle(2);
+    CHECK(small_heap->empty_slabs == small_kept, "emptied slabs given back before the thread was idle for 2 calls");
+    _hpm_heaps_drain_idle(2);
+    pthread_mutex_lock(&_hpm_ph.lock);
+    size_t used_now = _hpm_ph.used_pages_total;
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    if (fence_ok) {
+        CHECK(small_heap->empty_slabs == 0 && _hpm_idle_drains == drains_before + 1,
+              "after the drain the heap keeps %u emptied slabs (%llu drains)", small_heap->empty_slabs,
+              (unsigned long long)(_hpm_idle_drains - drains_before));
+        CHECK(used_before - used_now == small_kept_pages, "the pageheap got %zu pages back, the kept slabs had %zu",
+              used_before - used_now, small_kept_pages);
+    } else {
+        CHECK(small_heap->empty_slabs == small_kept && used_now == used_before, "no fence, yet the kept slabs changed");
+    }
+    sem_post(&wake);
+    sem_wait(&done);
+    pthread_join(t, NULL);
+    CHECK(small_bad == 0, "%d small blocks changed", small_bad);
+    CHECK(small_heap_ok, "the small thread's heap after the drain: %s", small_why);
 
     /* 2. forced drains against a busy owner */
     uint64_t before = _hpm_idle_drains;
