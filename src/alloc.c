@@ -170,9 +170,14 @@ static __attribute__((noinline)) void free_rare(hpm_heap_t *h, hpm_span_t *s, vo
     _hpm_free_other_in(h, s, b);
 }
 
-/* A local free into a slab that is not current. */
+/* A local free into a slab that is not current. The first emptied slab
+ * a heap keeps starts the background thread once a second thread has
+ * run (as a span in an empty span cache does, free_span): its idle drain
+ * gives back the kept slabs of threads that went idle. */
 static __attribute__((noinline)) void free_local_slow(hpm_heap_t *h, hpm_span_t *s) {
-    _hpm_heap_free_slow(h, s);
+    if (_hpm_heap_free_slow(h, s) && !atomic_load_explicit(&_hpm_background_started, memory_order_relaxed) &&
+        __atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED))
+        _hpm_background_kick();
     hpm_remote_poll(h);
 }
 

@@ -590,7 +590,7 @@ HPM_INTERNAL extern uint64_t _hpm_cookie_secret;
 HPM_INTERNAL hpm_heap_t *_hpm_heap_acquire(void);
 HPM_INTERNAL void _hpm_heaps_init(void);
 HPM_INTERNAL void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls);
-HPM_INTERNAL void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);
+HPM_INTERNAL bool _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);   /* true: the first emptied slab kept */
 /* Free the checked block b of a slab that h (may be NULL) does not own:
  * to its owner's inbox, or into the abandoned slab (adopting it). */
 HPM_INTERNAL void _hpm_free_other(hpm_heap_t *h, void **b);
