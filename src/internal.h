@@ -61,6 +61,7 @@
 #define HPM_MIN_ALIGN 16
 #define HPM_MEDIUM_CLASSES 26                    /* medium span sizes, 3..256 pages (spancache.c) */
 #define HPM_SPANCACHE_MAX_BYTES ((size_t)16 << 20) /* per thread */
+#define HPM_SPANCACHE_TRIM_NS (50ull * 1000000)   /* a thread's span cache trims its unused spans at most this often (spancache.c) */
 #define HPM_SPANCACHE_BATCHES 8                  /* batches a thread keeps per medium class (span_cache_n is 8-bit: 8 * 16 + 1 fits) */
 #define HPM_SPANCACHE_SLOTS (HPM_SPANCACHE_BATCHES * 123 + HPM_MEDIUM_CLASSES)   /* sum over medium classes of HPM_SPANCACHE_BATCHES * batch + 1 (the batches add up to 123) */
 #define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB) or a second thread allocates, no medium span caching */
@@ -554,6 +555,8 @@ struct hpm_heap_s {
     hpm_span_t *span_stack[HPM_SPANCACHE_SLOTS];    /* free medium spans, class cls at _hpm_medium_slot0[cls] (spancache.c) */
     uint8_t span_cache_n[HPM_MEDIUM_CLASSES];   /* at most HPM_SPANCACHE_BATCHES * 16 + 1 */
     uint8_t span_refills[HPM_MEDIUM_CLASSES];   /* refills of each class's stack, saturating (slow start) */
+    uint8_t span_low[HPM_MEDIUM_CLASSES];       /* each stack's low-water mark since the last trim */
+    uint64_t span_trim_ns;                      /* when the last trim ran */
     size_t span_cache_bytes;
     /* The idle drain's gate (spancache.c): the owner marks itself inside
      * its span cache or its emptied slabs (empty, empty_slabs) with plain

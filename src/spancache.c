@@ -132,6 +132,32 @@ bool _hpm_spancache_drain_closed(hpm_heap_t *h, bool fenced) {
     return drained;
 }
 
+/* ---- the trim ----
+ * A busy thread's stacks hold what its busiest moments needed: git
+ * repack's delta threads kept 4-7 MB of free medium spans at the peak of
+ * the process's RSS (the bounds are 16 MiB per thread for glibc-bench
+ * large's random walks; docs/allocator.md, "Medium sizes"). Each stack
+ * keeps its low-water mark: the fewest spans it held since the last
+ * trim. The bottom ones under the mark were not touched since, so a trim
+ * sends half of them, at least one, to the central cache, oldest first,
+ * whose own idle release gives them back if no thread takes them. A
+ * class in steady use reaches the bottom of its stack often (a mark near
+ * 0) and keeps its spans. A thread trims at most once per
+ * HPM_SPANCACHE_TRIM_NS, looking at the clock at every 64th operation on
+ * its cache (the gate's count); an idle thread's cache is the idle
+ * drain's. */
+static __attribute__((noinline, cold)) void cache_trim(hpm_heap_t *h) {
+    uint64_t now = _hpm_ph.os->now_ns();
+    if (now - h->span_trim_ns < HPM_SPANCACHE_TRIM_NS) return;
+    h->span_trim_ns = now;
+    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES && h->span_cache_bytes; c++) {
+        unsigned low = h->span_low[c];
+        if (low > h->span_cache_n[c]) low = h->span_cache_n[c];   /* drained since (the bounds, the idle drain) */
+        if (low) drain(h, c, (low + 1) / 2);
+    }
+    for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) h->span_low[c] = h->span_cache_n[c];
+}
+
 static hpm_span_t *cache_get(hpm_heap_t *h, size_t n_pages) {
     unsigned cls = hpm_medium_class(n_pages);
     hpm_span_t **st = stack_of(h, cls);
@@ -146,10 +172,12 @@ static hpm_span_t *cache_get(hpm_heap_t *h, size_t n_pages) {
         if (r < 8 && (1u << r) < want) want = 1u << r;
         if (r < 255) h->span_refills[cls] = (uint8_t)(r + 1);
         k = _hpm_transfer_get(cls, want, st);
+        h->span_low[cls] = 0;   /* the stack ran dry */
         if (k == 0) return NULL;
         h->span_cache_bytes += (size_t)k * hpm_medium_bytes(cls);
     }
     hpm_span_t *s = st[--k];
+    if (k < h->span_low[cls]) h->span_low[cls] = (uint8_t)k;
     if (k) __builtin_prefetch(st[k - 1], 1);   /* the next medium malloc of this class reads and writes its first line */
     h->span_cache_n[cls] = (uint8_t)k;
     h->span_cache_bytes -= hpm_medium_bytes(cls);
@@ -160,6 +188,7 @@ static hpm_span_t *cache_get(hpm_heap_t *h, size_t n_pages) {
 hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
     if (!is_medium_pages(n_pages)) return NULL;
     uint32_t in = gate_enter(h);
+    if (unlikely((in & 127) == 1)) cache_trim(h);   /* every 64th cache operation (sc_state: +2 each) */
     hpm_span_t *s = cache_get(h, n_pages);
     gate_leave(h, in);
     return s;
@@ -189,6 +218,7 @@ int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     if (hpm_medium_pages(cls) != n) return 0;   /* an aligned span of another size */
     if (!medium_caching_on()) return 0;
     uint32_t in = gate_enter(h);
+    if (unlikely((in & 127) == 1)) cache_trim(h);   /* every 64th cache operation (sc_state: +2 each) */
     int kept = cache_put(h, s, cls, n);
     gate_leave(h, in);
     return kept;

@@ -81,22 +81,24 @@ unsigned _hpm_transfer_get(unsigned cls, unsigned want, hpm_span_t **out) {
     return n;
 }
 
+/* in: oldest first. What the class has room for stays, newest first (a
+ * whole stack at thread exit is more than 8 batches; the rest, and
+ * everything past the byte bound, goes back to the pageheap). */
 void _hpm_transfer_put(unsigned cls, hpm_span_t *const *in, unsigned n) {
     central_t *c = &central[cls];
-    size_t bytes = n * hpm_medium_bytes(cls);
-    bool room = false;
-    if (__atomic_add_fetch(&central_bytes, bytes, __ATOMIC_RELAXED) <= HPM_TRANSFER_MAX_BYTES) {
+    size_t one = hpm_medium_bytes(cls);
+    unsigned kept = 0;
+    if (__atomic_add_fetch(&central_bytes, n * one, __ATOMIC_RELAXED) <= HPM_TRANSFER_MAX_BYTES) {
         central_lock(c);
-        room = c->n + n <= 8u * hpm_medium_batch(cls);
-        if (room) {
-            memcpy(c->spans + c->n, in, n * sizeof *in);
-            set_n(c, c->n + n);
-        }
+        unsigned room = 8u * hpm_medium_batch(cls) - c->n;   /* c->n never passes 8 batches */
+        kept = n < room ? n : room;
+        memcpy(c->spans + c->n, in + (n - kept), kept * sizeof *in);
+        set_n(c, c->n + kept);
         central_unlock(c);
     }
-    if (room) return;
-    __atomic_sub_fetch(&central_bytes, bytes, __ATOMIC_RELAXED);
-    spans_free(in, n);
+    if (kept == n) return;
+    __atomic_sub_fetch(&central_bytes, (n - kept) * one, __ATOMIC_RELAXED);
+    spans_free(in, n - kept);
 }
 
 /* Releases are serialized by release_lock, held from the first list
