@@ -47,6 +47,7 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
         hpm_used_add(h, _hpm_class_block_bytes[cls]);
         return b;
     }
+    if (unlikely(atomic_load_explicit(&_hpm_background_wanted, memory_order_relaxed))) _hpm_background_kick();   /* a free asked */
     return _hpm_heap_alloc_slow(h, cls);   /* sets errno when it fails; a tail call keeps the fast path free of saved registers */
 }
 
@@ -59,6 +60,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
     hpm_span_t *s = align_bytes <= HPM_PAGE_BYTES ? _hpm_spancache_get(h, pages) : NULL;
     hpm_collapse_poll();   /* a refill from the pageheap may have queued it */
+    if (unlikely(atomic_load_explicit(&_hpm_background_wanted, memory_order_relaxed))) _hpm_background_kick();   /* a free asked */
     if (s) {
         hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
         if (zero && !s->clean) memset((void *)s->start, 0, size);   /* the request, not the class's rounded pages */
@@ -122,14 +124,14 @@ static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
          * the central cache; the background thread's ticks give idle
          * central spans back and drain idle threads' caches (spancache.c),
          * which nothing else would reach */
-        if (kept == 2 && !atomic_load_explicit(&_hpm_background_started, memory_order_relaxed)) _hpm_background_kick();
+        if (kept == 2) hpm_background_want();
         return;
     }
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, s);
     size_t cached = _hpm_ph.cache_count;
     hpm_ph_unlock(&_hpm_ph);
-    if (cached > _hpm_ph.cache_keep_hp) _hpm_background_kick();
+    if (cached > _hpm_ph.cache_keep_hp) hpm_background_want();
 }
 
 /* The checks of a block start that failed: say which. */
@@ -171,13 +173,11 @@ static __attribute__((noinline)) void free_rare(hpm_heap_t *h, hpm_span_t *s, vo
 }
 
 /* A local free into a slab that is not current. The first emptied slab
- * a heap keeps starts the background thread once a second thread has
+ * a heap keeps asks for the background thread once a second thread has
  * run (as a span in an empty span cache does, free_span): its idle drain
  * gives back the kept slabs of threads that went idle. */
 static __attribute__((noinline)) void free_local_slow(hpm_heap_t *h, hpm_span_t *s) {
-    if (_hpm_heap_free_slow(h, s) && !atomic_load_explicit(&_hpm_background_started, memory_order_relaxed) &&
-        __atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED))
-        _hpm_background_kick();
+    if (_hpm_heap_free_slow(h, s) && __atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED)) hpm_background_want();
     hpm_remote_poll(h);
 }
 

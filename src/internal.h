@@ -837,8 +837,15 @@ HPM_INTERNAL void _hpm_init_slow(void);
 static inline void hpm_ensure_init(void) {
     if (unlikely(atomic_load_explicit(&_hpm_ready, memory_order_acquire) != 2)) _hpm_init_slow();
 }
-HPM_INTERNAL void _hpm_background_kick(void);
+HPM_INTERNAL void _hpm_background_kick(void);   /* malloc paths only (init.c) */
 HPM_INTERNAL extern atomic_int _hpm_background_started;   /* the background thread runs (or is starting) */
+HPM_INTERNAL extern atomic_int _hpm_background_wanted;    /* a free asked for it (hpm_background_want) */
+/* For free paths: the next malloc slow path starts the background thread. */
+static inline void hpm_background_want(void) {
+    if (!atomic_load_explicit(&_hpm_background_started, memory_order_relaxed) &&
+        !atomic_load_explicit(&_hpm_background_wanted, memory_order_relaxed))
+        atomic_store_explicit(&_hpm_background_wanted, 1, memory_order_relaxed);
+}
 /* Refresh the computed counters (stats.c), for the background thread. */
 HPM_INTERNAL void _hpm_stats_refresh_light(void);
 /* Makes the counters follow ph (its on_change hook) and fills them now. */
