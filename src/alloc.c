@@ -35,6 +35,24 @@ static inline hpm_heap_t *heap_get(void) {
  * for an indexed address, and consecutive mallocs of a class chain
  * through that slot. Indexed, a pure malloc loop took 2.5 ns a call, 1.7
  * through the register (docs/allocator.md, "The hand's slot through a register"). */
+/* The background thread (init.c) releases what waits in the pageheap's
+ * and the central caches and drains idle threads' caches; nothing else
+ * reaches them once the program stops calling the allocator. It starts
+ * from malloc's slow paths, never from a free (glibc frees with a lock
+ * held that pthread_create takes, init.c): once a second thread has run
+ * (span caches, kept slabs, idle threads), or once the pageheap backs
+ * more hugepages than its cache keeps (a free can then leave some for
+ * the release tick). A slab's growth is seen at the next slow path. */
+static __attribute__((noinline, cold)) void background_maybe_start(void) {
+    if (__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&_hpm_stats->hp_backed, __ATOMIC_RELAXED) > (uint64_t)_hpm_ph.cache_keep_hp)
+        _hpm_background_kick();
+}
+
+static inline void background_check(void) {
+    if (unlikely(!atomic_load_explicit(&_hpm_background_started, memory_order_relaxed))) background_maybe_start();
+}
+
 static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
     void ***slot = &h->hand[cls];
     __asm__("" : "+r"(slot));
@@ -47,7 +65,7 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
         hpm_used_add(h, _hpm_class_block_bytes[cls]);
         return b;
     }
-    if (unlikely(atomic_load_explicit(&_hpm_background_wanted, memory_order_relaxed))) _hpm_background_kick();   /* a free asked */
+    background_check();
     return _hpm_heap_alloc_slow(h, cls);   /* sets errno when it fails; a tail call keeps the fast path free of saved registers */
 }
 
@@ -60,8 +78,8 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
     hpm_span_t *s = align_bytes <= HPM_PAGE_BYTES ? _hpm_spancache_get(h, pages) : NULL;
     hpm_collapse_poll();   /* a refill from the pageheap may have queued it */
-    if (unlikely(atomic_load_explicit(&_hpm_background_wanted, memory_order_relaxed))) _hpm_background_kick();   /* a free asked */
     if (s) {
+        background_check();
         hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
         if (zero && !s->clean) memset((void *)s->start, 0, size);   /* the request, not the class's rounded pages */
         return (void *)s->start;
@@ -77,6 +95,7 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
         s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
     hpm_ph_unlock(&_hpm_ph);
     hpm_collapse_poll();
+    background_check();   /* after the growth: a large block freed next is released */
     if (!s) { errno = ENOMEM; return NULL; }
     hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
     if (zero && !s->clean) memset((void *)s->start, 0, size);
@@ -118,20 +137,11 @@ static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     if (hpm_span_cached(s)) _hpm_fatal(fn, p, "double free (allocation is already free)");
     if (h) hpm_used_sub(h, (uint64_t)s->n_pages << HPM_PAGE_SHIFT);
-    int kept = h ? _hpm_spancache_put(h, s) : 0;
-    if (kept) {
-        /* 2: the cache held nothing before this span, or a batch went to
-         * the central cache; the background thread's ticks give idle
-         * central spans back and drain idle threads' caches (spancache.c),
-         * which nothing else would reach */
-        if (kept == 2) hpm_background_want();
-        return;
-    }
+    if (h && _hpm_spancache_put(h, s)) return;   /* kept for this thread */
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, s);
-    size_t cached = _hpm_ph.cache_count;
     hpm_ph_unlock(&_hpm_ph);
-    if (cached > _hpm_ph.cache_keep_hp) hpm_background_want();
+
 }
 
 /* The checks of a block start that failed: say which. */
@@ -172,12 +182,9 @@ static __attribute__((noinline)) void free_rare(hpm_heap_t *h, hpm_span_t *s, vo
     _hpm_free_other_in(h, s, b);
 }
 
-/* A local free into a slab that is not current. The first emptied slab
- * a heap keeps asks for the background thread once a second thread has
- * run (as a span in an empty span cache does, free_span): its idle drain
- * gives back the kept slabs of threads that went idle. */
+/* A local free into a slab that is not current. */
 static __attribute__((noinline)) void free_local_slow(hpm_heap_t *h, hpm_span_t *s) {
-    if (_hpm_heap_free_slow(h, s) && __atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED)) hpm_background_want();
+    _hpm_heap_free_slow(h, s);
     hpm_remote_poll(h);
 }
 

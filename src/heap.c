@@ -177,14 +177,14 @@ static void batch_flush(slab_batch_t *b) {
  * boundaries do not give slabs back and take them again. Past that, it
  * goes back with HPM_SLAB_BATCH - 1 of the kept ones (its own class's
  * first), under one pageheap lock. */
-static bool slab_retire(hpm_heap_t *h, hpm_span_t *s) {
-    if (!h->active) { slab_release(s); return false; }
+static void slab_retire(hpm_heap_t *h, hpm_span_t *s) {
+    if (!h->active) { slab_release(s); return; }
     uint32_t in = _hpm_heap_gate_enter(h);   /* the idle drain may take the kept ones */
     if (h->empty_slabs < HPM_HEAP_EMPTY_SLABS) {
         slist_push(&h->empty[s->class_idx], s, LIST_EMPTY);
-        bool first = h->empty_slabs++ == 0;
+        h->empty_slabs++;
         _hpm_heap_gate_leave(h, in);
-        return first;
+        return;
     }
     slab_batch_t b = {.v = {s}, .n = 1};
     for (unsigned i = 0, c = s->class_idx; i < HPM_CLASSES && b.n < HPM_SLAB_BATCH; i++, c = (c + 1) % HPM_CLASSES) {
@@ -196,7 +196,6 @@ static bool slab_retire(hpm_heap_t *h, hpm_span_t *s) {
     }
     _hpm_heap_gate_leave(h, in);
     batch_flush(&b);
-    return false;
 }
 
 /* Every kept emptied slab back to the pageheap: the owner inside the
@@ -388,10 +387,8 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
 }
 
 /* A free into an own slab that is not current: a full one becomes
- * available, an empty one is kept or returns to the pageheap. True when
- * it was the first one kept (the caller starts the background thread,
- * whose idle drain is all that reaches an idle thread's kept slabs). */
-bool _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
+ * available, an empty one is kept or returns to the pageheap. */
+void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
     unsigned cls = s->class_idx;
     if (s->list == LIST_FULL) {
         slist_remove(&h->full[cls], s);
@@ -399,13 +396,12 @@ bool _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
     }
     if (s->list == LIST_CURRENT) {   /* 2^30 frees into the hand: its count is not kept (hand_take) */
         hpm_slab_set_used(s, 0);
-        return false;
+        return;
     }
     if (hpm_slab_used(s) == 0 && s->list == LIST_AVAIL) {
         avail_remove(h, cls, s);
-        return slab_retire(h, s);
+        slab_retire(h, s);
     }
-    return false;
 }
 
 /* ---- heap lifetime ---- */

@@ -16,7 +16,6 @@
 
 atomic_int _hpm_ready;
 atomic_int _hpm_background_started;   /* alloc.c tests it before calling _hpm_background_kick */
-atomic_int _hpm_background_wanted;    /* a free asked for it; the next malloc slow path starts it */
 
 /* Lock order: heaps, abandoned lists, pageheap, metadata. */
 static void fork_prepare(void) {
@@ -41,7 +40,6 @@ static void fork_child(void) {
     _hpm_ph_lock_init(&_hpm_ph);
     _hpm_ph_collapse_fork_child(&_hpm_ph);
     atomic_store(&_hpm_background_started, 0);
-    atomic_store(&_hpm_background_wanted, 0);
     _hpm_heap_fork_child();
     if (_hpm_publish_after_fork_child) {
         hpm_stats_t *pub = _hpm_publish_after_fork_child();
@@ -141,9 +139,8 @@ static void *background_main(void *arg) {
  * stack cache lock held (pthread_join -> __nptl_free_stacks ->
  * _dl_deallocate_tls -> free), and pthread_create takes that lock. A
  * start from a free that emptied a slab hung test_manyheaps so (session
- * 29); a free calls _hpm_background_want instead. */
+ * 29). alloc.c starts it before it can be needed instead. */
 void _hpm_background_kick(void) {
-    atomic_store_explicit(&_hpm_background_wanted, 0, memory_order_relaxed);
     if (atomic_load_explicit(&_hpm_background_started, memory_order_relaxed) || !_hpm_option(HPM_OPT_BACKGROUND)) return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&_hpm_background_started, &expected, 1)) return;

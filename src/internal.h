@@ -593,7 +593,7 @@ HPM_INTERNAL extern uint64_t _hpm_cookie_secret;
 HPM_INTERNAL hpm_heap_t *_hpm_heap_acquire(void);
 HPM_INTERNAL void _hpm_heaps_init(void);
 HPM_INTERNAL void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls);
-HPM_INTERNAL bool _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);   /* true: the first emptied slab kept */
+HPM_INTERNAL void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);
 /* Free the checked block b of a slab that h (may be NULL) does not own:
  * to its owner's inbox, or into the abandoned slab (adopting it). */
 HPM_INTERNAL void _hpm_free_other(hpm_heap_t *h, void **b);
@@ -748,10 +748,7 @@ static inline void hpm_remote_poll(hpm_heap_t *h) {
 
 /* spancache.c */
 HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
-/* 0: not a cacheable span; 1: kept; 2: kept, and a batch went to the
- * central cache or the cache was empty before (the background thread
- * should run: its ticks release idle central spans and drain idle
- * threads' caches). */
+/* 0: not a cacheable span; 1: kept. */
 HPM_INTERNAL int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
 HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
 /* The idle drain's gate (spancache.c), around the owner's span cache and
@@ -839,13 +836,6 @@ static inline void hpm_ensure_init(void) {
 }
 HPM_INTERNAL void _hpm_background_kick(void);   /* malloc paths only (init.c) */
 HPM_INTERNAL extern atomic_int _hpm_background_started;   /* the background thread runs (or is starting) */
-HPM_INTERNAL extern atomic_int _hpm_background_wanted;    /* a free asked for it (hpm_background_want) */
-/* For free paths: the next malloc slow path starts the background thread. */
-static inline void hpm_background_want(void) {
-    if (!atomic_load_explicit(&_hpm_background_started, memory_order_relaxed) &&
-        !atomic_load_explicit(&_hpm_background_wanted, memory_order_relaxed))
-        atomic_store_explicit(&_hpm_background_wanted, 1, memory_order_relaxed);
-}
 /* Refresh the computed counters (stats.c), for the background thread. */
 HPM_INTERNAL void _hpm_stats_refresh_light(void);
 /* Makes the counters follow ph (its on_change hook) and fills them now. */

@@ -203,12 +203,12 @@ static int cache_put(hpm_heap_t *h, hpm_span_t *s, unsigned cls, size_t n) {
     h->span_cache_bytes += n << HPM_PAGE_SHIFT;
     unsigned batch = hpm_medium_batch(cls);
     if (likely(k <= HPM_SPANCACHE_BATCHES * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES))
-        return 1 + (h->span_cache_bytes == n << HPM_PAGE_SHIFT);   /* 2: the first span in an empty cache (the background thread should run) */
+        return 1;
     if (k > HPM_SPANCACHE_BATCHES * batch) drain(h, cls, batch);
     /* over the byte bound: the largest classes go first */
     for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > HPM_SPANCACHE_MAX_BYTES && c-- > 0;)
         drain(h, c, hpm_medium_batch(c));
-    return 2;
+    return 1;
 }
 
 int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
