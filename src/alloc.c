@@ -44,6 +44,7 @@ static inline hpm_heap_t *heap_get(void) {
  * more hugepages than its cache keeps (a free can then leave some for
  * the release tick). A slab's growth is seen at the next slow path. */
 static __attribute__((noinline, cold)) void background_maybe_start(void) {
+    if (atomic_load_explicit(&_hpm_ready, memory_order_acquire) != 2) return;   /* a thread's first malloc, maybe before the set-up */
     if (__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED) ||
         __atomic_load_n(&_hpm_stats->hp_backed, __ATOMIC_RELAXED) > (uint64_t)_hpm_ph.cache_keep_hp)
         _hpm_background_kick();
