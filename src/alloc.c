@@ -54,6 +54,13 @@ static inline void background_check(void) {
     if (unlikely(!atomic_load_explicit(&_hpm_background_started, memory_order_relaxed))) background_maybe_start();
 }
 
+/* A class's empty hand, out of line: the check above inline in
+ * alloc_class made malloc's fast path save and restore a register. */
+static __attribute__((noinline)) void *alloc_class_slow(hpm_heap_t *h, unsigned cls) {
+    background_check();
+    return _hpm_heap_alloc_slow(h, cls);
+}
+
 static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
     void ***slot = &h->hand[cls];
     __asm__("" : "+r"(slot));
@@ -66,8 +73,7 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
         hpm_used_add(h, _hpm_class_block_bytes[cls]);
         return b;
     }
-    background_check();
-    return _hpm_heap_alloc_slow(h, cls);   /* sets errno when it fails; a tail call keeps the fast path free of saved registers */
+    return alloc_class_slow(h, cls);   /* sets errno when it fails; a tail call keeps the fast path free of saved registers */
 }
 
 /* A medium or large request, out of line (it needs the thread's real heap). */
