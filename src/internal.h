@@ -55,7 +55,7 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 /* ---- size classes (sizeclass.c) ---- */
-#define HPM_CLASSES 56
+#define HPM_CLASSES 59
 #define HPM_SMALL_MAX_BYTES ((size_t)8 * 1024)   /* larger: page spans */
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
 #define HPM_MIN_ALIGN 16
@@ -93,17 +93,17 @@ typedef struct {
 HPM_INTERNAL extern hpm_class_t _hpm_classes[HPM_CLASSES];
 /* Each class's block size alone, for malloc's byte count (4 lines, not 21). */
 HPM_INTERNAL extern uint32_t _hpm_class_block_bytes[HPM_CLASSES];
-HPM_INTERNAL extern const uint8_t _hpm_class_of16[(1024 >> 4) + 1];
+HPM_INTERNAL extern const uint8_t _hpm_class_of8[(1024 >> 3) + 1];
 HPM_INTERNAL void _hpm_classes_init(void);
 
 /* The class of a size up to 1024 bytes: one table load. */
-static inline unsigned hpm_size_class_tiny(size_t size) { return _hpm_class_of16[(size + 15) >> 4]; }
+static inline unsigned hpm_size_class_tiny(size_t size) { return _hpm_class_of8[(size + 7) >> 3]; }
 
 static inline unsigned hpm_size_class(size_t size) {
     if (likely(size <= 1024)) return hpm_size_class_tiny(size);
     size_t s = size - 1;
     unsigned b = 63u - (unsigned)__builtin_clzl(s);          /* 10..12 */
-    return 8u + (b - 7u) * 8u + (unsigned)((s >> (b - 3u)) & 7u);
+    return 11u + (b - 7u) * 8u + (unsigned)((s >> (b - 3u)) & 7u);
 }
 
 /* ---- spans ---- */

@@ -1,6 +1,8 @@
-/* sizeclass.c: the small-object size classes. Classes 0..7 are 16..128
- * bytes in steps of 16; above that, eight classes per doubling up to
- * 8 KiB (at most 12.5% internal waste). Slabs are 32 KiB for blocks of up
+/* sizeclass.c: the small-object size classes. Classes 0..6 are 16..64
+ * bytes in steps of 8 (blocks of 24, 40 and 56 bytes are 8-aligned, which
+ * is all an object of that size can need), 7..10 are 80..128 in steps of
+ * 16; above that, eight classes per doubling up to 8 KiB (at most 12.5%
+ * internal waste). Slabs are 32 KiB for blocks of up
  * to 1 KiB (at least 32 blocks) and 64 KiB above (at least 8). Larger
  * requests are page spans of their own, which fragment less when a program
  * frees most of its big objects. Invariant: hpm_size_class(n) is the
@@ -10,21 +12,26 @@
 hpm_class_t _hpm_classes[HPM_CLASSES];
 uint32_t _hpm_class_block_bytes[HPM_CLASSES];
 uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];
-/* The class of each size up to 1 KiB in 16-byte steps, as a constant, so
+/* The class of each size up to 1 KiB in 8-byte steps, as a constant, so
  * that malloc can compute a class before the first malloc has run the
  * initialisation (its fast path no longer tests for a heap first);
  * _hpm_classes_init checks it against class_bytes. */
-const uint8_t _hpm_class_of16[(1024 >> 4) + 1] = {
-    0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
-    15, 16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23,
-    23, 24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 27, 27, 27,
-    27, 28, 28, 28, 28, 29, 29, 29, 29, 30, 30, 30, 30, 31, 31, 31,
-    31,
+const uint8_t _hpm_class_of8[(1024 >> 3) + 1] = {
+    0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 9, 9, 10,
+    10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 16, 16, 17, 17, 18,
+    18, 19, 19, 19, 19, 20, 20, 20, 20, 21, 21, 21, 21, 22, 22, 22,
+    22, 23, 23, 23, 23, 24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26,
+    26, 27, 27, 27, 27, 27, 27, 27, 27, 28, 28, 28, 28, 28, 28, 28,
+    28, 29, 29, 29, 29, 29, 29, 29, 29, 30, 30, 30, 30, 30, 30, 30,
+    30, 31, 31, 31, 31, 31, 31, 31, 31, 32, 32, 32, 32, 32, 32, 32,
+    32, 33, 33, 33, 33, 33, 33, 33, 33, 34, 34, 34, 34, 34, 34, 34,
+    34,
 };
 
 static uint32_t class_bytes(unsigned cls) {
-    if (cls < 8) return 16u * (cls + 1u);
-    unsigned k = cls - 8u, b = 7u + k / 8u, j = k % 8u;
+    if (cls < 7) return 8u * (cls + 2u);          /* 16..64 by 8 */
+    if (cls < 11) return 64u + 16u * (cls - 6u);  /* 80..128 by 16 */
+    unsigned k = cls - 11u, b = 7u + k / 8u, j = k % 8u;
     return (1u << b) + (j + 1u) * (1u << (b - 3u));
 }
 
@@ -39,11 +46,11 @@ void _hpm_classes_init(void) {
         k->div_magic = (uint64_t)((((unsigned __int128)1 << 64) / k->block_bytes) + 1);
         k->div_step = (uint64_t)k->block_bytes * k->div_magic;   /* wraps mod 2^64 to block_bytes - (2^64 mod block_bytes) */
     }
-    for (unsigned i = 0; i <= (1024 >> 4); i++) {
-        size_t size = i == 0 ? 1 : (size_t)i << 4;
+    for (unsigned i = 0; i <= (1024 >> 3); i++) {
+        size_t size = i == 0 ? 1 : (size_t)i << 3;
         unsigned c = 0;
         while (class_bytes(c) < size) c++;
-        hpm_assert(_hpm_class_of16[i] == c);
+        hpm_assert(_hpm_class_of8[i] == c);
     }
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++)   /* spancache.c's stacks */
         _hpm_medium_slot0[c + 1] = (uint16_t)(_hpm_medium_slot0[c] + HPM_SPANCACHE_BATCHES * hpm_medium_batch(c) + 1);

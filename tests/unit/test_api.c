@@ -121,7 +121,7 @@ static void test_sizes(void)
         char *q = hpm_malloc(n);
         CHECK(p && q, "malloc(%zu) failed", n);
         if (!p || !q) continue;
-        CHECK((uintptr_t)p % 16 == 0 || n < 16, "malloc(%zu) = %p not 16-aligned", n, (void *)p);
+        CHECK((uintptr_t)p % 16 == 0 || n % 16, "malloc(%zu) = %p not 16-aligned", n, (void *)p);
         CHECK(malloc_usable_size(p) >= n, "malloc_usable_size %zu < %zu", malloc_usable_size(p), n);
         CHECK(hpm_usable_size(q) >= n, "hpm_usable_size %zu < %zu", hpm_usable_size(q), n);
         fill(p, n, 1);
@@ -130,6 +130,38 @@ static void test_sizes(void)
         free(p);
         hpm_free_sized(q, n);
     }
+}
+
+/* Fundamental alignment (C17 7.22.3): a block of n bytes is aligned for
+ * every type of at most n bytes, so to 16 when n is a multiple of 16 and
+ * to the largest power of two dividing n otherwise; hpmalloc gives at
+ * least 8 (blocks of 24, 40 and 56 bytes are 8-aligned, as mimalloc's and
+ * TCMalloc's). 64 blocks of each size, so that most are not a slab's first;
+ * and aligned_alloc(16, n) gives 16 for those sizes too. */
+static void test_fundamental_alignment(void)
+{
+    enum { PER_SIZE = 64 };
+    static void *blocks[PER_SIZE];
+    size_t wrong = 0, wrong16 = 0, eight = 0;
+    for (size_t n = 1; n <= 256; n++) {
+        size_t need = 16;
+        while (n % need) need /= 2;
+        for (int i = 0; i < PER_SIZE; i++) {
+            blocks[i] = malloc(n);
+            uintptr_t a = (uintptr_t)blocks[i];
+            if (!blocks[i] || a % need || a % 8) wrong++;
+            eight += a % 16 != 0;
+        }
+        for (int i = 0; i < PER_SIZE; i++) free(blocks[i]);
+        for (int i = 0; i < PER_SIZE; i++) {
+            blocks[i] = aligned_alloc(16, n);
+            if (!blocks[i] || (uintptr_t)blocks[i] % 16) wrong16++;
+        }
+        for (int i = 0; i < PER_SIZE; i++) free(blocks[i]);
+    }
+    CHECK(wrong == 0, "%zu blocks of 1..256 bytes lack their fundamental alignment", wrong);
+    CHECK(wrong16 == 0, "%zu aligned_alloc(16, 1..256) blocks are not 16-aligned", wrong16);
+    CHECK(eight > 0, "no block was only 8-aligned: the 24/40/56-byte classes are not in use");
 }
 
 static void check_aligned(void *p, size_t align, size_t size, const char *fn)
@@ -635,6 +667,7 @@ int main(void)
     test_is_hpmalloc();
     test_malloc_zero();
     test_sizes();
+    test_fundamental_alignment();
     test_alignments();
     test_bad_alignment();
     test_enomem();

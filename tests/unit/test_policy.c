@@ -682,6 +682,10 @@ static void test_size_classes(void) {
     CHECK(steep == 0, "%zu class steps shrink or grow by more than a quarter", steep);
     CHECK(slabs == 0, "%zu classes have the wrong slab size or capacity", slabs);
     CHECK(_hpm_classes[HPM_CLASSES - 1].block_bytes == HPM_SMALL_MAX_BYTES);
+    /* 8-byte steps up to 64: a 56-byte Lua table or a 24-byte Redis dictEntry is not rounded up by 8 */
+    CHECK(_hpm_classes[hpm_size_class(24)].block_bytes == 24 && _hpm_classes[hpm_size_class(40)].block_bytes == 40 &&
+          _hpm_classes[hpm_size_class(56)].block_bytes == 56 && _hpm_classes[hpm_size_class(57)].block_bytes == 64,
+          "the classes under 64 bytes are not 8 bytes apart");
 }
 
 /* A large span that takes hugepages no one had backed (released or new)
