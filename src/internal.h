@@ -72,6 +72,9 @@
 #define HPM_SMALL_START_HP 8                     /* THP mode: the first hugepages (16 MiB) stay on 4 KiB pages until the heap outgrows them */
 #define HPM_RIPE_PAGES 480                       /* ... or until one has this many pages used and resident (15/16): it is collapsed alone */
 #define HPM_RIPE_TRIES 3                         /* times such a hugepage is queued at most */
+#define HPM_COLLAPSE_DEFER_NS (250ull * 1000000) /* the outgrown small start is collapsed this long after ... */
+#define HPM_COLLAPSE_AT_ONCE_HP 32               /* ... or once the heap holds this many hugepages (collapse.c) */
+#define HPM_COLLAPSE_LOOK_NS (10ull * 1000000)   /* ... looked at this often */
 #define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
 
 typedef struct {

@@ -185,7 +185,8 @@ static void test_small_start_always(void) {
 
 /* The process's pageheap (collapse_later) leaves the queue to
  * _hpm_ph_collapse_start, which hands it to a thread of its own: that
- * thread skips a hugepage emptied meanwhile and waits 1, 2, 4 ms between
+ * thread defers an outgrown small start (HPM_COLLAPSE_DEFER_NS), skips a
+ * hugepage emptied meanwhile and waits 1, 2, 4 ms between
  * tries that answer EAGAIN; a second start finds nothing; a thread that
  * cannot be started leaves the collapse to the caller, which tries twice. */
 static hpm_span_t *small_start_filled(hpm_pageheap_t *ph, hpm_span_t **first) {
@@ -216,7 +217,11 @@ static void test_collapse_later(void) {
     CHECK(atomic_load(&_hpm_collapse_waiting) == 0, "the polled flag is clear once the queue is taken");
     const int once_each = HPM_SMALL_START_HP - 1;   /* every hugepage but 2, hugepage 0 after 3 EAGAIN */
     CHECK(collapses == 3 + once_each, "hugepage 0 (3 EAGAIN), the others once, not 2: %d calls", collapses);
-    CHECK(sleeps == 3 && slept_ns == 7000000ull, "waits of 1, 2 and 4 ms: %d, %llu ns", sleeps, (unsigned long long)slept_ns);
+    /* first HPM_COLLAPSE_DEFER_NS in looks of HPM_COLLAPSE_LOOK_NS (9 hugepages
+     * backed, under HPM_COLLAPSE_AT_ONCE_HP), then the waits between tries */
+    const int defer_looks = (int)(HPM_COLLAPSE_DEFER_NS / HPM_COLLAPSE_LOOK_NS);
+    CHECK(sleeps == defer_looks + 3 && slept_ns == HPM_COLLAPSE_DEFER_NS + 7000000ull,
+          "the deferral, then waits of 1, 2 and 4 ms: %d, %llu ns", sleeps, (unsigned long long)slept_ns);
     _hpm_ph_collapse_start(ph);
     CHECK(thread_starts == 1 && collapses == 3 + once_each, "a second start finds the queue empty");
 
@@ -230,6 +235,18 @@ static void test_collapse_later(void) {
           thread_starts, sleeps);
     CHECK(collapses == 2 + 2 + (HPM_SMALL_START_HP - 2), "two tries for hugepages 0 and 1, one for the others: %d",
           collapses);
+
+    /* a heap that already holds HPM_COLLAPSE_AT_ONCE_HP hugepages when the
+     * thread starts is collapsed without the deferral */
+    ph = new_ph();
+    b = small_start_filled(ph, first);
+    for (unsigned i = HPM_SMALL_START_HP + 1; i < HPM_COLLAPSE_AT_ONCE_HP && b; i++) b = alloc(ph, 500, SPAN_SLAB);
+    CHECK(b && ph->active_count == HPM_COLLAPSE_AT_ONCE_HP, "%zu hugepages in use", ph->active_count);
+    int sleeps_before = sleeps, collapses_before = collapses;
+    fail_thread_start = 0;
+    _hpm_ph_collapse_start(ph);
+    CHECK(sleeps == sleeps_before && collapses == collapses_before + HPM_SMALL_START_HP,
+          "%d sleeps, %d collapses without the deferral", sleeps - sleeps_before, collapses - collapses_before);
 }
 
 /* During the small start a hugepage filled to HPM_RIPE_PAGES used pages
@@ -248,6 +265,7 @@ static void unlock_now(hpm_pageheap_t *ph) {
  * one test_small_start_ripe's collapse thread waits for): advised, queued
  * as it is. */
 static void outgrow_small_start(void) {
+    sleep_hook = NULL;   /* once */
     cur_ph->huge_started = true;
     cur_ph->collapse_want |= 2;
     cur_ph->collapse_ripe &= (uint16_t)~2u;
@@ -339,7 +357,11 @@ static void test_small_start_ripe(void) {
     int sleeps_before = sleeps;
     _hpm_ph_collapse_start(ph);
     sleep_hook = NULL;
-    CHECK(sleeps == sleeps_before + 1 && resident_looks == 3 + 10 + 1 && collapses == 2 && advises == 1 &&
+    /* one sleep for residency, then HPM_COLLAPSE_DEFER_NS of looks before
+     * the outgrown hugepage's collapse (the heap holds far fewer than
+     * HPM_COLLAPSE_AT_ONCE_HP hugepages) */
+    int defer_looks = (int)(HPM_COLLAPSE_DEFER_NS / HPM_COLLAPSE_LOOK_NS);
+    CHECK(sleeps == sleeps_before + 1 + defer_looks && resident_looks == 3 + 10 + 1 && collapses == 2 && advises == 1 &&
               ph->collapse_want == 0,
           "%d sleeps, %zu looks, %d collapses, %d advises", sleeps - sleeps_before, resident_looks, collapses, advises);
     ph->huge_started = false;
