@@ -751,8 +751,8 @@ static inline void hpm_remote_poll(hpm_heap_t *h) {
 
 /* spancache.c */
 HPM_INTERNAL hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages);
-/* 0: not a cacheable span; 1: kept. */
-HPM_INTERNAL int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
+/* false: not a cacheable span (the caller frees it); true: kept. */
+HPM_INTERNAL bool _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s);
 HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
 /* The idle drain's gate (spancache.c), around the owner's span cache and
  * emptied-slab operations. The drain (background thread, heaps_lock

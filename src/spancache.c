@@ -185,16 +185,23 @@ static hpm_span_t *cache_get(hpm_heap_t *h, size_t n_pages) {
     return s;
 }
 
+/* gate_enter for a get or a put, which counts the operation: every 64th
+ * (sc_state goes up by 2 each) looks whether it is time to trim. */
+static inline uint32_t gate_enter_counted(hpm_heap_t *h) {
+    uint32_t in = gate_enter(h);
+    if (unlikely((in & 127) == 1)) cache_trim(h);
+    return in;
+}
+
 hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
     if (!is_medium_pages(n_pages)) return NULL;
-    uint32_t in = gate_enter(h);
-    if (unlikely((in & 127) == 1)) cache_trim(h);   /* every 64th cache operation (sc_state: +2 each) */
+    uint32_t in = gate_enter_counted(h);
     hpm_span_t *s = cache_get(h, n_pages);
     gate_leave(h, in);
     return s;
 }
 
-static int cache_put(hpm_heap_t *h, hpm_span_t *s, unsigned cls, size_t n) {
+static void cache_put(hpm_heap_t *h, hpm_span_t *s, unsigned cls, size_t n) {
     hpm_span_set_cached(s, true);
     s->clean = 0;
     unsigned k = h->span_cache_n[cls];
@@ -203,25 +210,23 @@ static int cache_put(hpm_heap_t *h, hpm_span_t *s, unsigned cls, size_t n) {
     h->span_cache_bytes += n << HPM_PAGE_SHIFT;
     unsigned batch = hpm_medium_batch(cls);
     if (likely(k <= HPM_SPANCACHE_BATCHES * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES))
-        return 1;
+        return;
     if (k > HPM_SPANCACHE_BATCHES * batch) drain(h, cls, batch);
     /* over the byte bound: the largest classes go first */
     for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > HPM_SPANCACHE_MAX_BYTES && c-- > 0;)
         drain(h, c, hpm_medium_batch(c));
-    return 1;
 }
 
-int _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
+bool _hpm_spancache_put(hpm_heap_t *h, hpm_span_t *s) {
     size_t n = s->n_pages;
-    if (s->kind != SPAN_MEDIUM || !is_medium_pages(n)) return 0;
+    if (s->kind != SPAN_MEDIUM || !is_medium_pages(n)) return false;
     unsigned cls = hpm_medium_class(n);
-    if (hpm_medium_pages(cls) != n) return 0;   /* an aligned span of another size */
-    if (!medium_caching_on()) return 0;
-    uint32_t in = gate_enter(h);
-    if (unlikely((in & 127) == 1)) cache_trim(h);   /* every 64th cache operation (sc_state: +2 each) */
-    int kept = cache_put(h, s, cls, n);
+    if (hpm_medium_pages(cls) != n) return false;   /* an aligned span of another size */
+    if (!medium_caching_on()) return false;
+    uint32_t in = gate_enter_counted(h);
+    cache_put(h, s, cls, n);
     gate_leave(h, in);
-    return kept;
+    return true;
 }
 
 void _hpm_spancache_flush(hpm_heap_t *h) {
