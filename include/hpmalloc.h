@@ -109,6 +109,7 @@ typedef enum hpm_option_e {
     HPM_OPT_COLOR_COUNT,        /* number of page colours                    (HPM_COLOR_COUNT) */
     HPM_OPT_ARENA_RESERVE,      /* bytes of address space reserved for the heap (HPM_ARENA_RESERVE) */
     HPM_OPT_BACKGROUND,         /* 0/1: a background thread releases on time (HPM_BACKGROUND) */
+    HPM_OPT_ALIGN16,            /* 0/1: every block 16-aligned, no 24/40/56-byte classes (HPM_ALIGN16); fixed at start */
     HPM_OPT_COUNT
 } hpm_option_t;
 

@@ -36,6 +36,7 @@ static opt_entry_t opts[HPM_OPT_COUNT] = {
     [HPM_OPT_COLOR_COUNT] = {"HPM_COLOR_COUNT", KIND_NUM, 16, 1, 64},
     [HPM_OPT_ARENA_RESERVE] = {"HPM_ARENA_RESERVE", KIND_SIZE, 256L << 30, 1L << 30, 64L << 40},
     [HPM_OPT_BACKGROUND] = {"HPM_BACKGROUND", KIND_BOOL, 1, 0, 1},
+    [HPM_OPT_ALIGN16] = {"HPM_ALIGN16", KIND_BOOL, 0, 0, 1},
 };
 
 bool _hpm_parse_size(const char *s, long *out) {
@@ -99,8 +100,8 @@ bool _hpm_option_valid(hpm_option_t opt, long value) {
 
 int _hpm_option_store(hpm_option_t opt, long value) {
     if (!_hpm_option_valid(opt, value)) return EINVAL;
-    /* fixed at start: the arena's backing and size */
-    if (opt == HPM_OPT_PAGES || opt == HPM_OPT_ARENA_RESERVE) return value == opts[opt].value ? 0 : EINVAL;
+    /* fixed at start: the arena's backing and size, and the size classes */
+    if (opt == HPM_OPT_PAGES || opt == HPM_OPT_ARENA_RESERVE || opt == HPM_OPT_ALIGN16) return value == opts[opt].value ? 0 : EINVAL;
     __atomic_store_n(&opts[opt].value, value, __ATOMIC_RELAXED);
     return 0;
 }

@@ -12,11 +12,13 @@
 hpm_class_t _hpm_classes[HPM_CLASSES];
 uint32_t _hpm_class_block_bytes[HPM_CLASSES];
 uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];
-/* The class of each size up to 1 KiB in 8-byte steps, as a constant, so
- * that malloc can compute a class before the first malloc has run the
- * initialisation (its fast path no longer tests for a heap first);
- * _hpm_classes_init checks it against class_bytes. */
-const uint8_t _hpm_class_of8[(1024 >> 3) + 1] = {
+/* The class of each size up to 1 KiB in 8-byte steps, initialised
+ * statically, so that malloc can compute a class before the first malloc
+ * has run the initialisation (its fast path no longer tests for a heap
+ * first); _hpm_classes_init checks it against class_bytes and, with
+ * HPM_ALIGN16, moves sizes of the 24-, 40- and 56-byte classes up to the
+ * next class (written once, at start, before the program's threads). */
+uint8_t _hpm_class_of8[(1024 >> 3) + 1] = {
     0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 9, 9, 10,
     10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 16, 16, 17, 17, 18,
     18, 19, 19, 19, 19, 20, 20, 20, 20, 21, 21, 21, 21, 22, 22, 22,
@@ -51,6 +53,9 @@ void _hpm_classes_init(void) {
         unsigned c = 0;
         while (class_bytes(c) < size) c++;
         hpm_assert(_hpm_class_of8[i] == c);
+        if (_hpm_option(HPM_OPT_ALIGN16))
+            while (class_bytes(c) % 16) c++;   /* 24 -> 32, 40 -> 48, 56 -> 64 */
+        _hpm_class_of8[i] = (uint8_t)c;
     }
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++)   /* spancache.c's stacks */
         _hpm_medium_slot0[c + 1] = (uint16_t)(_hpm_medium_slot0[c] + HPM_SPANCACHE_BATCHES * hpm_medium_batch(c) + 1);
