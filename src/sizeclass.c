@@ -53,8 +53,11 @@ void _hpm_classes_init(void) {
         unsigned c = 0;
         while (class_bytes(c) < size) c++;
         hpm_assert(_hpm_class_of8[i] == c);
-        if (_hpm_option(HPM_OPT_ALIGN16))
-            while (class_bytes(c) % 16) c++;   /* 24 -> 32, 40 -> 48, 56 -> 64 */
+        if (!_hpm_option(HPM_OPT_ALIGN16) || class_bytes(c) % 16 == 0) continue;
+        /* Only here is the table written: another thread's first malloc
+         * may be reading it while this one initialises (TSan saw that in
+         * test_linepairs when every entry was stored). */
+        while (class_bytes(c) % 16) c++;   /* 24 -> 32, 40 -> 48, 56 -> 64 */
         _hpm_class_of8[i] = (uint8_t)c;
     }
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++)   /* spancache.c's stacks */
