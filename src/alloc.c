@@ -148,7 +148,6 @@ static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, s);
     hpm_ph_unlock(&_hpm_ph);
-
 }
 
 /* The checks of a block start that failed: say which. */

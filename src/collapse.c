@@ -105,22 +105,15 @@ static bool ripe_ready(hpm_pageheap_t *ph, uintptr_t addr, bool patient) {
     return hp_still(ph, addr, true, true);
 }
 
-/* Outside the lock, another thread may be writing the hugepage; the
- * kernel then answers EAGAIN (a transient failure). An impatient caller
- * (a malloc's own thread) tries once more at once. A patient one (the
- * collapse thread) waits 1, 2, 4 ... 256 ms between its 10 tries, while
- * the program writes the memory it just got, and skips a hugepage
- * released meanwhile (collapsing it would back 2 MiB of zeros). A
- * hugepage that still fails stays advised for khugepaged. */
 /* An outgrown small start waits, in the collapse thread, until
  * HPM_COLLAPSE_DEFER_NS have passed or the heap holds HPM_COLLAPSE_AT_ONCE_HP
  * hugepages. A collapse copies 2 MiB while it holds the process's mmap
  * lock for writing (0.5-30 ms here), and every mmap, mprotect and madvise
  * of the program meanwhile waits behind it, the heap's own growth and
  * glibc's thread stacks included: mstress (threads that come and go, 0.1 s
- * in all) took 7% longer with its eight collapses than without (11 pairs,
- * docs/allocator.md, "Starting small"). A short program now ends before
- * them; a long one pays them once, later. */
+ * in all) took 7% longer with its eight collapses than without (11
+ * pairs; docs/allocator.md, after "Locks a malloc or free can take"). A
+ * short program now ends before them; a long one pays them once, later. */
 static void outgrown_wait(hpm_pageheap_t *ph) {
     for (uint64_t waited_ns = 0; waited_ns < HPM_COLLAPSE_DEFER_NS; waited_ns += HPM_COLLAPSE_LOOK_NS) {
         pthread_mutex_lock(&ph->lock);
@@ -131,6 +124,13 @@ static void outgrown_wait(hpm_pageheap_t *ph) {
     }
 }
 
+/* Outside the lock, another thread may be writing the hugepage; the
+ * kernel then answers EAGAIN (a transient failure). An impatient caller
+ * (a malloc's own thread) tries once more at once. A patient one (the
+ * collapse thread) waits 1, 2, 4 ... 256 ms between its 10 tries, while
+ * the program writes the memory it just got, and skips a hugepage
+ * released meanwhile (collapsing it would back 2 MiB of zeros). A
+ * hugepage that still fails stays advised for khugepaged. */
 static void collapse_run(hpm_pageheap_t *ph, const collapse_batch_t *b, bool patient) {
     bool waited = !patient;
     for (unsigned i = 0; i < b->n; i++) {

@@ -17,7 +17,7 @@ uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];
  * has run the initialisation (its fast path no longer tests for a heap
  * first); _hpm_classes_init checks it against class_bytes and, with
  * HPM_ALIGN16, moves sizes of the 24-, 40- and 56-byte classes up to the
- * next class (written once, at start, before the program's threads). */
+ * next class (the only writes, at start). */
 uint8_t _hpm_class_of8[(1024 >> 3) + 1] = {
     0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 9, 9, 10,
     10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 16, 16, 17, 17, 18,

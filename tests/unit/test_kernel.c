@@ -40,7 +40,8 @@ int main(void) {
     int looks = 0;
     do {
         if (looks) usleep(50 * 1000);
-        anon = smaps_kb("Anonymous"), huge = smaps_kb("AnonHugePages");
+        anon = smaps_kb("Anonymous");
+        huge = smaps_kb("AnonHugePages");
         cov = anon > 0 ? 100.0 * (double)huge / (double)anon : 0;
     } while (cov < 95.0 && ++looks < 60);
     printf("256 MiB mixed small objects: AnonHugePages %ld KiB of Anonymous %ld KiB = %.1f%% (after %d ms)\n", huge, anon,
