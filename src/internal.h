@@ -96,7 +96,7 @@ typedef struct {
 HPM_INTERNAL extern hpm_class_t _hpm_classes[HPM_CLASSES];
 /* Each class's block size alone, for malloc's byte count (4 lines, not 21). */
 HPM_INTERNAL extern uint32_t _hpm_class_block_bytes[HPM_CLASSES];
-HPM_INTERNAL extern uint8_t _hpm_class_of8[(1024 >> 3) + 1];
+HPM_INTERNAL extern const uint8_t _hpm_class_of8[(1024 >> 3) + 1];
 HPM_INTERNAL void _hpm_classes_init(void);
 
 /* The class of a size up to 1024 bytes: one table load. */

@@ -5,20 +5,21 @@
  * internal waste). Slabs are 32 KiB for blocks of up
  * to 1 KiB (at least 32 blocks) and 64 KiB above (at least 8). Larger
  * requests are page spans of their own, which fragment less when a program
- * frees most of its big objects. Invariant: hpm_size_class(n) is the
- * smallest class whose block_bytes >= n, for every n <= HPM_SMALL_MAX_BYTES. */
+ * frees most of its big objects. HPM_ALIGN16 gives the 24-, 40- and
+ * 56-byte classes 16-byte-multiple blocks (block_bytes_of). Invariant:
+ * hpm_size_class(n) is the smallest class whose class_bytes >= n, and its
+ * block_bytes >= n, for every n <= HPM_SMALL_MAX_BYTES. */
 #include "internal.h"
 
 hpm_class_t _hpm_classes[HPM_CLASSES];
 uint32_t _hpm_class_block_bytes[HPM_CLASSES];
 uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];
 /* The class of each size up to 1 KiB in 8-byte steps, initialised
- * statically, so that malloc can compute a class before the first malloc
- * has run the initialisation (its fast path no longer tests for a heap
- * first); _hpm_classes_init checks it against class_bytes and, with
- * HPM_ALIGN16, moves sizes of the 24-, 40- and 56-byte classes up to the
- * next class (the only writes, at start). */
-uint8_t _hpm_class_of8[(1024 >> 3) + 1] = {
+ * statically and never written, so that malloc can compute a class before
+ * the first malloc has run the initialisation (its fast path no longer
+ * tests for a heap first) while another thread initialises;
+ * _hpm_classes_init checks it against class_bytes. */
+const uint8_t _hpm_class_of8[(1024 >> 3) + 1] = {
     0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 9, 9, 10,
     10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 16, 16, 17, 17, 18,
     18, 19, 19, 19, 19, 20, 20, 20, 20, 21, 21, 21, 21, 22, 22, 22,
@@ -37,10 +38,23 @@ static uint32_t class_bytes(unsigned cls) {
     return (1u << b) + (j + 1u) * (1u << (b - 3u));
 }
 
+/* A class's blocks: class_bytes, but with HPM_ALIGN16 the 24-, 40- and
+ * 56-byte classes get blocks of 32, 48 and 64 bytes, so every block is
+ * 16-aligned. The size table stays as it is (sizes of 17..24 bytes still
+ * map to class 1, now of 32-byte blocks): a table rewritten at start
+ * raced another thread's first malloc reading it (TSan, test_linepairs,
+ * in CI on bd8b2c6), and a thread whose class was read before the rewrite
+ * got an 8-aligned block. Under the option those three classes duplicate
+ * the next one's size in slabs of their own. */
+static uint32_t block_bytes_of(unsigned cls) {
+    uint32_t b = class_bytes(cls);
+    return _hpm_option(HPM_OPT_ALIGN16) && b % 16 ? b + 8 : b;
+}
+
 void _hpm_classes_init(void) {
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         hpm_class_t *k = &_hpm_classes[c];
-        k->block_bytes = class_bytes(c);
+        k->block_bytes = block_bytes_of(c);
         _hpm_class_block_bytes[c] = k->block_bytes;
         k->slab_pages = k->block_bytes <= 1024 ? 8 : 16;   /* docs/allocator.md, "Sizes": 32 KiB, at least 32 blocks */
         k->capacity = (k->slab_pages * (uint32_t)HPM_PAGE_BYTES) / k->block_bytes;
@@ -53,12 +67,6 @@ void _hpm_classes_init(void) {
         unsigned c = 0;
         while (class_bytes(c) < size) c++;
         hpm_assert(_hpm_class_of8[i] == c);
-        if (!_hpm_option(HPM_OPT_ALIGN16) || class_bytes(c) % 16 == 0) continue;
-        /* Only here is the table written: another thread's first malloc
-         * may be reading it while this one initialises (TSan saw that in
-         * test_linepairs when every entry was stored). */
-        while (class_bytes(c) % 16) c++;   /* 24 -> 32, 40 -> 48, 56 -> 64 */
-        _hpm_class_of8[i] = (uint8_t)c;
     }
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++)   /* spancache.c's stacks */
         _hpm_medium_slot0[c + 1] = (uint16_t)(_hpm_medium_slot0[c] + HPM_SPANCACHE_BATCHES * hpm_medium_batch(c) + 1);
