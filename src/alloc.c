@@ -42,7 +42,7 @@ static inline hpm_heap_t *heap_get(void) {
  * held that pthread_create takes, init.c): once a second thread has run
  * (span caches, kept slabs, idle threads), or once the pageheap backs
  * more hugepages than its cache keeps (a free can then leave some for
- * the release tick). A slab's growth is seen at the next slow path. */
+ * the release tick), checked after the slow path's growth. */
 static __attribute__((noinline, cold)) void background_maybe_start(void) {
     if (atomic_load_explicit(&_hpm_ready, memory_order_acquire) != 2) return;   /* a thread's first malloc, maybe before the set-up */
     if (__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED) ||
@@ -55,10 +55,14 @@ static inline void background_check(void) {
 }
 
 /* A class's empty hand, out of line: the check above inline in
- * alloc_class made malloc's fast path save and restore a register. */
+ * alloc_class made malloc's fast path save and restore a register. The
+ * check comes after the refill, which may have grown the heap (a new
+ * slab): a program that stops calling the allocator right after that
+ * growth still gets the thread that releases what it frees later. */
 static __attribute__((noinline)) void *alloc_class_slow(hpm_heap_t *h, unsigned cls) {
+    void *p = _hpm_heap_alloc_slow(h, cls);
     background_check();
-    return _hpm_heap_alloc_slow(h, cls);
+    return p;
 }
 
 static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {

@@ -9,14 +9,23 @@
  * 1. One thread and a small heap: blocks of the 256-byte class fill and
  *    empty slabs, the heap keeps them, and no thread starts (a small
  *    single-threaded program gets no thread of the allocator's).
- * 2. A second thread runs and exits. The main thread then frees blocks it
- *    made before, emptying slabs that the heap keeps: frees start nothing.
- *    Its next malloc slow path starts the thread.
+ * 2. A second thread runs and exits (with the option off meanwhile: its
+ *    own first malloc would start the thread, and nothing after would be
+ *    seen). The main thread then frees blocks it made before, emptying
+ *    slabs that the heap keeps: frees start nothing. Its next malloc slow
+ *    path starts the thread.
+ * 3. (In a forked child, first.) One thread whose small blocks grow the
+ *    heap past the hugepage cache: the malloc whose new slab backed the
+ *    hugepage over the keep has started the thread when it returns (the
+ *    check once came before the refill, so the start waited for the next
+ *    slow path, which a program that then only frees never makes).
  * test_kernel covers a single thread whose heap grows past the hugepage
  * cache (released after a free, with no later call), and test_manyheaps
  * the hang a start inside pthread_join's free caused. */
 #include <pthread.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "internal.h"
 #include "testhelper.h"
 
@@ -50,9 +59,45 @@ static unsigned empty_all(unsigned seed) {
     return hpm_my_heap()->empty_slabs;
 }
 
+/* Case 3, in a child: 256-byte blocks until the heap backs more
+ * hugepages than its cache keeps (about 6 MiB), then the check; the
+ * blocks are checked and freed. Exit status: the failed checks. */
+static int grow_child(void) {
+    enum { MAX_BLOCKS = 1 << 17 };   /* 32 MiB of blocks at most */
+    static char *b[MAX_BLOCKS];
+    size_t keep_hp = _hpm_ph.cache_keep_hp, n = 0;
+    bool over = false;
+    while (n < MAX_BLOCKS && !over) {
+        b[n] = malloc(BLOCK_BYTES);
+        if (!b[n]) break;
+        memset(b[n], (int)(n & 0xff), BLOCK_BYTES);
+        n++;
+        over = __atomic_load_n(&_hpm_stats->hp_backed, __ATOMIC_RELAXED) > keep_hp;
+    }
+    CHECK(over, "%zu blocks of %d bytes did not back more than %zu hugepages", n, BLOCK_BYTES, keep_hp);
+    CHECK(atomic_load(&_hpm_background_started) == 1,
+          "the malloc that backed hugepage %zu (over the keep of %zu) returned without starting the background thread",
+          (size_t)__atomic_load_n(&_hpm_stats->hp_backed, __ATOMIC_RELAXED), keep_hp);
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (b[i][BLOCK_BYTES - 1] != (char)(i & 0xff)) bad++;
+        free(b[i]);
+    }
+    CHECK(bad == 0, "%u blocks changed", bad);
+    fflush(stdout);
+    return th_failed;
+}
+
 int main(void) {
     void *volatile warm = malloc(16);   /* the size classes are set up at the first malloc */
     free(warm);
+    CHECK(atomic_load(&_hpm_background_started) == 0, "started by the first malloc");
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) _exit(grow_child() ? 1 : 0);
+    int st = -1;
+    CHECK(child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "case 3 (growth by small blocks) failed in the child: status %#x", st);
     fill(1);
     unsigned kept = empty_all(1);
     CHECK(kept >= 1, "the heap keeps %u emptied slabs", kept);
@@ -60,8 +105,11 @@ int main(void) {
 
     fill(2);   /* live across the second thread's run */
     pthread_t t;
+    CHECK(hpm_option_set(HPM_OPT_BACKGROUND, 0) == 0);
     CHECK(pthread_create(&t, NULL, other, NULL) == 0);
     pthread_join(t, NULL);
+    CHECK(atomic_load(&_hpm_background_started) == 0, "started with the option off");
+    CHECK(hpm_option_set(HPM_OPT_BACKGROUND, 1) == 0);
     _hpm_heap_release_empty(false);   /* as malloc_trim: the frees below keep slabs again */
     CHECK(atomic_load(&_hpm_background_started) == 0, "started before the main thread's next malloc");
     kept = empty_all(2);
