@@ -12,6 +12,11 @@
 
 #define HPM_INTERNAL __attribute__((visibility("hidden")))
 
+/* The library's long-lived threads (the background thread, CCoW's) look
+ * this often whether the program's own threads have all ended
+ * (prim.h, program_gone), and end then, so that the process exits. */
+#define HPM_GONE_LOOK_NS (250ull * 1000000)
+
 /* ---- provided by the core ---- */
 /* Live counters. Points at the published area once publish.c has set it
  * up, else at a static struct. Update with __atomic builtins. */

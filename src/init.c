@@ -40,6 +40,7 @@ static void fork_child(void) {
     _hpm_ph_lock_init(&_hpm_ph);
     _hpm_ph_collapse_fork_child(&_hpm_ph);
     atomic_store(&_hpm_background_started, 0);
+    _hpm_os_after_fork_child();
     _hpm_heap_fork_child();
     if (_hpm_publish_after_fork_child) {
         hpm_stats_t *pub = _hpm_publish_after_fork_child();
@@ -117,12 +118,24 @@ void _hpm_init_slow(void) {
 
 /* ---- background release ---- */
 
+/* Sleeps ns in steps of at most HPM_GONE_LOOK_NS; false as soon as the
+ * program's own threads have all ended (prim.h, program_gone): the
+ * library's thread then ends too, and the process exits with it. */
+static bool background_sleep(uint64_t ns) {
+    for (;;) {
+        uint64_t step = ns < HPM_GONE_LOOK_NS ? ns : HPM_GONE_LOOK_NS;
+        _hpm_os->sleep_ns(step);
+        if (_hpm_os->program_gone && _hpm_os->program_gone()) return false;
+        if ((ns -= step) == 0) return true;
+    }
+}
+
 static void *background_main(void *arg) {
     (void)arg;
     for (;;) {
         uint64_t delay_ms = __atomic_load_n(&_hpm_ph.release_delay_ms, __ATOMIC_RELAXED);
         if (!delay_ms) delay_ms = 1000;
-        _hpm_os->sleep_ns(delay_ms * 1000000ull / 4);
+        if (!background_sleep(delay_ms * 1000000ull / 4)) return NULL;
         if (!_hpm_option(HPM_OPT_BACKGROUND)) continue;
         _hpm_heaps_drain_idle(4);   /* threads idle for a window: their span caches to the central cache */
         _hpm_transfer_release(true);

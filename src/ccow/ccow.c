@@ -352,7 +352,8 @@ static void *ccow_thread(void *arg) {
     for (;;) {
         uint32_t gen = atomic_load_explicit(&S.fork_gen, memory_order_acquire);
         if (gen == seen) {
-            _hpm_ccow_os->futex_wait((uint32_t *)&S.fork_gen, gen);
+            _hpm_ccow_os->futex_wait((uint32_t *)&S.fork_gen, gen, HPM_GONE_LOOK_NS);
+            if (_hpm_os->program_gone && _hpm_os->program_gone()) break;   /* the process exits with the library's last thread */
             continue;
         }
         seen = gen;

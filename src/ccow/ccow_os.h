@@ -35,8 +35,8 @@ typedef struct hpm_ccow_os_s {
      * sits warm on this CPU's free list for the next kernel allocation. */
     int (*spare_warm_drop)(void *addr, size_t len_bytes);
     void (*close_fd)(int fd);
-    /* Sleeps while *word == expected (FUTEX_WAIT_PRIVATE); may return early. */
-    void (*futex_wait)(uint32_t *word, uint32_t expected);
+    /* Sleeps while *word == expected (FUTEX_WAIT_PRIVATE), at most timeout_ns; may return early. */
+    void (*futex_wait)(uint32_t *word, uint32_t expected, uint64_t timeout_ns);
     /* Wakes one thread sleeping on word. */
     void (*futex_wake)(uint32_t *word);
     /* Gives the CPU to another thread (sched_yield). */

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -173,15 +174,87 @@ static void linux_sleep_ns(uint64_t ns) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
+/* ---- the library's own threads ----
+ * Each thread that thread_start makes counts itself in _hpm_own_threads
+ * while it runs (from its first instruction to its last, so the count never
+ * exceeds the threads the kernel sees), and program_gone tells when every
+ * live thread of the process is one of them: the program's last thread
+ * has ended with pthread_exit (a main thread that calls pthread_exit, and
+ * then its workers, end so). POSIX then has the process exit with status
+ * 0, which glibc does when its last thread ends; a library thread that
+ * never ends would keep the process alive forever instead (session 31:
+ * CPython's test_threading waited 300 s for such a child). So the
+ * library's long-lived threads poll program_gone and end, and the last
+ * one's end exits the process. A slot passes fn and arg to the new thread
+ * without a malloc. */
+atomic_int _hpm_own_threads;
+
+typedef struct {
+    void *(*fn)(void *);
+    void *arg;
+    atomic_bool busy;
+} start_slot_t;
+
+static start_slot_t start_slots[8];   /* threads being started at once: the library has at most 3 */
+
+static void *own_thread_main(void *slot_ptr) {
+    start_slot_t *slot = slot_ptr;
+    atomic_fetch_add(&_hpm_own_threads, 1);
+    void *(*fn)(void *) = slot->fn;
+    void *arg = slot->arg;
+    atomic_store_explicit(&slot->busy, false, memory_order_release);
+    void *r = fn(arg);
+    atomic_fetch_sub(&_hpm_own_threads, 1);
+    return r;
+}
+
 static int linux_thread_start(void *(*fn)(void *), void *arg) {
+    start_slot_t *slot = NULL;
+    for (size_t i = 0; i < sizeof start_slots / sizeof *start_slots && !slot; i++) {
+        bool idle = false;
+        if (atomic_compare_exchange_strong(&start_slots[i].busy, &idle, true)) slot = &start_slots[i];
+    }
+    if (!slot) return EAGAIN;
+    slot->fn = fn;
+    slot->arg = arg;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    int e = pthread_create(&t, &attr, fn, arg);
+    int e = pthread_create(&t, &attr, own_thread_main, slot);
     pthread_attr_destroy(&attr);
+    if (e) atomic_store(&slot->busy, false);
     return e;
+}
+
+void _hpm_os_after_fork_child(void) {
+    atomic_store(&_hpm_own_threads, 0);
+    for (size_t i = 0; i < sizeof start_slots / sizeof *start_slots; i++) atomic_store(&start_slots[i].busy, false);
+}
+
+/* /proc/self/stat: the state of the main thread (field 3, after the
+ * command in parentheses, which may hold spaces) and num_threads (field
+ * 20). A main thread that has ended while others run is a zombie that
+ * still counts there, so it is taken off. */
+static bool linux_program_gone(void) {
+    int own = atomic_load(&_hpm_own_threads);
+    if (own <= 0) return false;
+    char buf[1024];
+    if (linux_read_file("/proc/self/stat", buf, sizeof buf) <= 0) return false;
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || !p[2]) return false;
+    char state = p[2];
+    p += 2;
+    for (int field = 3; field < 20; field++) {   /* to num_threads */
+        p = strchr(p, ' ');
+        if (!p) return false;
+        p++;
+    }
+    long threads = 0;
+    for (; *p >= '0' && *p <= '9'; p++) threads = threads * 10 + (*p - '0');
+    long live = threads - (state == 'Z');
+    return live > 0 && live <= own;
 }
 
 static hpm_thp_mode_t linux_thp_mode(void) {
@@ -270,6 +343,7 @@ const hpm_os_t _hpm_os_linux = {
     .now_ns = linux_now_ns,
     .sleep_ns = linux_sleep_ns,
     .thread_start = linux_thread_start,
+    .program_gone = linux_program_gone,
     .thp_mode = linux_thp_mode,
     .write_err = linux_write_err,
     .as_limit_bytes = linux_as_limit_bytes,

@@ -13,6 +13,7 @@
 #define HPM_PRIM_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #define HPM_PAGE_SHIFT 12
@@ -67,8 +68,14 @@ typedef struct hpm_os_s {
     uint64_t (*now_ns)(void);
     /* Sleep for ns (background threads only). */
     void (*sleep_ns)(uint64_t ns);
-    /* Start a detached background thread; 0 or errno. */
+    /* Start a detached background thread; 0 or errno. It counts in
+     * _hpm_own_threads while it runs. */
     int (*thread_start)(void *(*fn)(void *), void *arg);
+    /* True when every live thread of the process is one that thread_start
+     * made: the program's own threads have all ended (pthread_exit), and
+     * the library's must end too, so that the process exits. False when
+     * it cannot be told. */
+    bool (*program_gone)(void);
     /* The system's THP mode from /sys/kernel/mm/transparent_hugepage. */
     hpm_thp_mode_t (*thp_mode)(void);
     /* Write a message to stderr without stdio. */
@@ -101,5 +108,10 @@ static inline bool hpm_os_thp_always(const hpm_os_t *os) { return os->thp_mode &
 extern const hpm_os_t _hpm_os_linux;
 /* The table the library uses; tests may point it elsewhere before init. */
 extern const hpm_os_t *_hpm_os;
+/* Threads that the real table's thread_start made and that still run
+ * (program_gone compares the process's live threads with it). */
+extern atomic_int _hpm_own_threads;
+/* In a forked child (init.c's fork handler): none of them runs there. */
+void _hpm_os_after_fork_child(void);
 
 #endif

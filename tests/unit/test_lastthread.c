@@ -1,0 +1,138 @@
+/* test_lastthread.c: a process whose threads have all ended exits, even
+ * while the library's own threads run (prim.h, program_gone). POSIX has a
+ * process exit with status 0 when its last thread ends, and a main thread
+ * may end first with pthread_exit; the background thread and CCoW's
+ * thread never end on their own, so before session 31 such a process
+ * lived on in them forever (CPython's test_threading waited 300 s for
+ * one). Each case runs in a re-executed copy of this program, which the
+ * parent waits for, at most 10 s:
+ *
+ * 1. "bg": a worker mallocs and frees medium blocks (the background
+ *    thread starts: a second thread has run), sleeps, returns; the main
+ *    thread has called pthread_exit meanwhile.
+ * 2. "ccow": with CCoW on ("all") and HPM_BACKGROUND=0, a 64 MiB heap and a
+ *    fork start CCoW's thread in the parent (it is there: 2 tasks); the
+ *    main thread, the only thread of the program, calls pthread_exit.
+ * 3. "exit": the control: a program whose main returns exits at once
+ *    with its own status (7), background thread or not. */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "internal.h"
+#include "testhelper.h"
+
+static int task_count(void) {
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void *worker(void *arg) {
+    enum { N = 256, BYTES = 12000 };
+    static void *b[N];
+    for (int round = 0; round < 8; round++) {
+        for (int i = 0; i < N; i++) memset(b[i] = malloc(BYTES), i & 0xff, BYTES);
+        for (int i = 0; i < N; i++) free(b[i]);
+    }
+    if (!atomic_load(&_hpm_background_started)) {
+        printf("FAIL child bg: the background thread did not start\n");
+        fflush(stdout);
+        _exit(3);
+    }
+    usleep(200 * 1000);   /* the main thread has ended by now */
+    return arg;
+}
+
+static int child(const char *mode) {
+    if (!strcmp(mode, "exit")) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, worker, NULL) || pthread_join(t, NULL)) return 4;
+        return 7;
+    }
+    if (!strcmp(mode, "bg")) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, worker, NULL)) return 4;
+        pthread_exit(NULL);
+    }
+    if (hpm_ccow_config("all", 0) != 0) return 8;   /* "ccow" (a call, so that the linker takes CCoW in) */
+    size_t bytes = (size_t)64 << 20;
+    char *heap = malloc(bytes);
+    if (!heap) return 4;
+    memset(heap, 1, bytes);
+    pid_t g = fork();
+    if (g == 0) _exit(heap[bytes - 1] == 1 ? 0 : 1);
+    int st;
+    if (g < 0 || waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st)) return 5;
+    for (int i = 0; i < 100 && task_count() < 2; i++) usleep(10 * 1000);
+    if (task_count() != 2) {
+        printf("FAIL child ccow: %d tasks after the fork, want 2 (main and CCoW's thread)\n", task_count());
+        fflush(stdout);
+        return 6;
+    }
+    pthread_exit(NULL);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Runs this program as `self mode` with the extra environment; the exit
+ * status, or -1 when it has not exited after 10 s (then it is killed). */
+static int run_case(const char *self, const char *mode, const char *env1, const char *env2, double *took_s) {
+    fflush(stdout);
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (env1) putenv((char *)env1);
+        if (env2) putenv((char *)env2);
+        execl(self, self, mode, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0) return -2;
+    int st = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) return -2;
+        if (now_s() - t0 > 10.0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            *took_s = now_s() - t0;
+            return -1;
+        }
+        usleep(10 * 1000);
+    }
+    *took_s = now_s() - t0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) return child(argv[1]);
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(len > 0, "readlink /proc/self/exe");
+    if (len <= 0) return TEST_DONE();
+    self[len] = 0;
+    double took = 0;
+    int st = run_case(self, "bg", NULL, NULL, &took);
+    CHECK(st == 0, "main thread ended with pthread_exit, then its worker: exit status %d after %.1f s (want 0; -1: still running after 10 s)",
+          st, took);
+    st = run_case(self, "ccow", "HPM_BACKGROUND=0", NULL, &took);
+    CHECK(st == 0, "the only program thread ended with pthread_exit while CCoW's thread ran: exit status %d after %.1f s (want 0; -1: still running)",
+          st, took);
+    st = run_case(self, "exit", NULL, NULL, &took);
+    CHECK(st == 7 && took < 5.0, "a main that returns 7: exit status %d after %.1f s", st, took);
+    return TEST_DONE();
+}
