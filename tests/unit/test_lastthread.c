@@ -11,10 +11,11 @@
  *    thread starts: a second thread has run), sleeps, returns; the main
  *    thread has called pthread_exit meanwhile.
  * 2. "ccow": with CCoW on ("all") and HPM_BACKGROUND=0, a 64 MiB heap and a
- *    fork start CCoW's thread in the parent (it is there: 2 tasks); the
+ *    fork start CCoW's thread in the parent (it is there: one task more); the
  *    main thread, the only thread of the program, calls pthread_exit.
  * 3. "exit": the control: a program whose main returns exits at once
- *    with its own status (7), background thread or not. */
+ *    with its own status (7), background thread or not.
+ * Under TSan only case 3 runs: TSan's own thread counts as the program's. */
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +28,17 @@
 #include <unistd.h>
 #include "internal.h"
 #include "testhelper.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
 
 static int task_count(void) {
     int n = 0;
@@ -54,6 +66,8 @@ static void *worker(void *arg) {
 }
 
 static int child(const char *mode) {
+    void *volatile own = malloc(64);   /* a heap for this thread too (libc's mallocs make one, but not in the sanitizer builds) */
+    free(own);
     if (!strcmp(mode, "exit")) {
         pthread_t t;
         if (pthread_create(&t, NULL, worker, NULL) || pthread_join(t, NULL)) return 4;
@@ -66,6 +80,7 @@ static int child(const char *mode) {
     }
     if (hpm_ccow_config("all", 0) != 0) return 8;   /* "ccow" (a call, so that the linker takes CCoW in) */
     size_t bytes = (size_t)64 << 20;
+    int tasks_before = task_count();
     char *heap = malloc(bytes);
     if (!heap) return 4;
     memset(heap, 1, bytes);
@@ -73,9 +88,9 @@ static int child(const char *mode) {
     if (g == 0) _exit(heap[bytes - 1] == 1 ? 0 : 1);
     int st;
     if (g < 0 || waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st)) return 5;
-    for (int i = 0; i < 100 && task_count() < 2; i++) usleep(10 * 1000);
-    if (task_count() != 2) {
-        printf("FAIL child ccow: %d tasks after the fork, want 2 (main and CCoW's thread)\n", task_count());
+    for (int i = 0; i < 100 && task_count() < tasks_before + 1; i++) usleep(10 * 1000);
+    if (task_count() != tasks_before + 1) {
+        printf("FAIL child ccow: %d tasks after the fork, want %d (and CCoW's thread)\n", task_count(), tasks_before + 1);
         fflush(stdout);
         return 6;
     }
@@ -126,12 +141,20 @@ int main(int argc, char **argv) {
     if (len <= 0) return TEST_DONE();
     self[len] = 0;
     double took = 0;
-    int st = run_case(self, "bg", NULL, NULL, &took);
+    int st;
+#if UNDER_TSAN
+    /* TSan runs a thread of its own that /proc counts as the program's:
+     * program_gone never holds, and a process whose threads have ended
+     * lives on under TSan (docs/allocator.md). Only the control runs. */
+    printf("skipped under TSan: cases 1 and 2 (its own thread counts as the program's)\n");
+#else
+    st = run_case(self, "bg", NULL, NULL, &took);
     CHECK(st == 0, "main thread ended with pthread_exit, then its worker: exit status %d after %.1f s (want 0; -1: still running after 10 s)",
           st, took);
     st = run_case(self, "ccow", "HPM_BACKGROUND=0", NULL, &took);
     CHECK(st == 0, "the only program thread ended with pthread_exit while CCoW's thread ran: exit status %d after %.1f s (want 0; -1: still running)",
           st, took);
+#endif
     st = run_case(self, "exit", NULL, NULL, &took);
     CHECK(st == 7 && took < 5.0, "a main that returns 7: exit status %d after %.1f s", st, took);
     return TEST_DONE();
