@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -217,6 +218,15 @@ static int linux_thread_start(void *(*fn)(void *), void *arg) {
     if (!slot) return EAGAIN;
     slot->fn = fn;
     slot->arg = arg;
+    /* The new thread starts with every signal blocked (it inherits the
+     * mask), so that a signal sent to the process goes to one of the
+     * program's threads, never to the library's: a program that blocks a
+     * signal in its threads and then finds it pending (sigpending, sigwait,
+     * signalfd) would otherwise see it taken by a thread of ours and its
+     * handler run there (session 31: CPython's test_signal, test_sigpending). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -224,6 +234,7 @@ static int linux_thread_start(void *(*fn)(void *), void *arg) {
     pthread_attr_setstacksize(&attr, 256 * 1024);
     int e = pthread_create(&t, &attr, own_thread_main, slot);
     pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (e) atomic_store(&slot->busy, false);
     return e;
 }

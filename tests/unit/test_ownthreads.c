@@ -1,11 +1,17 @@
-/* test_lastthread.c: a process whose threads have all ended exits, even
- * while the library's own threads run (prim.h, program_gone). POSIX has a
- * process exit with status 0 when its last thread ends, and a main thread
- * may end first with pthread_exit; the background thread and CCoW's
- * thread never end on their own, so before session 31 such a process
- * lived on in them forever (CPython's test_threading waited 300 s for
- * one). Each case runs in a re-executed copy of this program, which the
- * parent waits for, at most 10 s:
+/* test_ownthreads.c: the library's own threads (the background thread,
+ * CCoW's) stay out of the program's way (prim/linux.c, thread_start).
+ *
+ * A process whose threads have all ended exits, even while the library's
+ * threads run (prim.h, program_gone). POSIX has a process exit with
+ * status 0 when its last thread ends, and a main thread may end first with
+ * pthread_exit; the background thread and CCoW's thread never end on
+ * their own, so before session 31 such a process lived on in them forever
+ * (CPython's test_threading waited 300 s for one). And a signal sent to
+ * the process reaches a program thread, never one of the library's, which
+ * block every signal (before, CPython's test_sigpending found a signal it
+ * had blocked taken by the background thread). Each case runs in a
+ * re-executed copy of this program, which the parent waits for, at most
+ * 10 s:
  *
  * 1. "bg": a worker mallocs and frees medium blocks (the background
  *    thread starts: a second thread has run), sleeps, returns; the main
@@ -15,11 +21,18 @@
  *    main thread, the only thread of the program, calls pthread_exit.
  * 3. "exit": the control: a program whose main returns exits at once
  *    with its own status (7), background thread or not.
- * Under TSan only case 3 runs: TSan's own thread counts as the program's. */
+ * 4. "signal": with the background thread running, the main thread (the
+ *    only program thread) blocks SIGUSR1 and sends it to the process: it
+ *    stays pending (no thread ran the handler), and once unblocked the
+ *    handler runs in the main thread. Every thread of the library blocks
+ *    SIGUSR1, SIGTERM and SIGINT (/proc/self/task/N/status, SigBlk).
+ * Under TSan only cases 3 and 4 run: TSan's own thread counts as the
+ * program's. */
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +78,8 @@ static void *worker(void *arg) {
     return arg;
 }
 
+static int signal_case(void);
+
 static int child(const char *mode) {
     void *volatile own = malloc(64);   /* a heap for this thread too (libc's mallocs make one, but not in the sanitizer builds) */
     free(own);
@@ -73,6 +88,7 @@ static int child(const char *mode) {
         if (pthread_create(&t, NULL, worker, NULL) || pthread_join(t, NULL)) return 4;
         return 7;
     }
+    if (!strcmp(mode, "signal")) return signal_case();
     if (!strcmp(mode, "bg")) {
         pthread_t t;
         if (pthread_create(&t, NULL, worker, NULL)) return 4;
@@ -95,6 +111,66 @@ static int child(const char *mode) {
         return 6;
     }
     pthread_exit(NULL);
+}
+
+static atomic_int handled_on;   /* the tid that ran the handler, 0: none */
+
+static void on_usr1(int sig) {
+    (void)sig;
+    atomic_store(&handled_on, (int)gettid());
+}
+
+/* SigBlk of task tid, as a mask of signals 1..64 (bit n-1: signal n). */
+static unsigned long long blocked_of(int tid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+    FILE *f = fopen(path, "r");
+    unsigned long long m = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "SigBlk:", 7)) m = strtoull(line + 7, NULL, 16);
+    fclose(f);
+    return m;
+}
+
+static int signal_case(void) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, NULL) || pthread_join(t, NULL)) return 4;   /* the worker checks the start */
+    int lib_threads = 0, unguarded = 0;
+    DIR *d = opendir("/proc/self/task");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int tid = atoi(e->d_name);
+        if (tid <= 0 || tid == (int)gettid()) continue;
+        lib_threads++;
+        unsigned long long want = 1ull << (SIGUSR1 - 1) | 1ull << (SIGTERM - 1) | 1ull << (SIGINT - 1);
+        if ((blocked_of(tid) & want) != want) unguarded++;
+    }
+    if (d) closedir(d);
+    if (lib_threads < 1 || unguarded) {
+        printf("FAIL child signal: %d threads of the library, %d without SIGUSR1, SIGTERM and SIGINT blocked\n", lib_threads,
+               unguarded);
+        return 9;
+    }
+    signal(SIGUSR1, on_usr1);
+    sigset_t usr1, pending;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+    kill(getpid(), SIGUSR1);
+    usleep(50 * 1000);
+    sigpending(&pending);
+    if (atomic_load(&handled_on) != 0 || !sigismember(&pending, SIGUSR1)) {
+        printf("FAIL child signal: SIGUSR1, blocked by the program's only thread, ran its handler on thread %d (pending: %d)\n",
+               atomic_load(&handled_on), sigismember(&pending, SIGUSR1));
+        return 10;
+    }
+    pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
+    if (atomic_load(&handled_on) != (int)gettid()) {
+        printf("FAIL child signal: once unblocked, the handler ran on thread %d, not the main thread %d\n",
+               atomic_load(&handled_on), (int)gettid());
+        return 11;
+    }
+    return 0;
 }
 
 static double now_s(void) {
@@ -157,5 +233,7 @@ int main(int argc, char **argv) {
 #endif
     st = run_case(self, "exit", NULL, NULL, &took);
     CHECK(st == 7 && took < 5.0, "a main that returns 7: exit status %d after %.1f s", st, took);
+    st = run_case(self, "signal", NULL, NULL, &took);
+    CHECK(st == 0, "a signal the program's only thread blocked: case exit status %d (0: pending, then handled on that thread)", st);
     return TEST_DONE();
 }
