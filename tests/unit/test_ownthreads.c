@@ -16,6 +16,9 @@
  * 1. "bg": a worker mallocs and frees medium blocks (the background
  *    thread starts: a second thread has run), sleeps, returns; the main
  *    thread has called pthread_exit meanwhile.
+ *    1b. "bgatexit": the same, with an atexit handler that needs 400 KiB
+ *    of stack and exits with 42: POSIX's exit(0) after the last thread
+ *    runs it, on the library thread that ends last, which has room.
  * 2. "ccow": with CCoW on ("all") and HPM_BACKGROUND=0, a 64 MiB heap and a
  *    fork start CCoW's thread in the parent (it is there: one task more); the
  *    main thread, the only thread of the program, calls pthread_exit.
@@ -80,6 +83,13 @@ static void *worker(void *arg) {
 
 static int signal_case(void);
 
+/* Case 1b's atexit handler: 400 KiB of stack, then exit status 42. */
+static void deep_atexit(void) {
+    volatile char room[400 * 1024];
+    for (size_t i = 0; i < sizeof room; i += 4096) room[i] = (char)i;
+    _exit(room[4096] == (char)4096 ? 42 : 43);
+}
+
 static int child(const char *mode) {
     void *volatile own = malloc(64);   /* a heap for this thread too (libc's mallocs make one, but not in the sanitizer builds) */
     free(own);
@@ -89,7 +99,8 @@ static int child(const char *mode) {
         return 7;
     }
     if (!strcmp(mode, "signal")) return signal_case();
-    if (!strcmp(mode, "bg")) {
+    if (!strcmp(mode, "bgatexit")) atexit(deep_atexit);
+    if (!strcmp(mode, "bg") || !strcmp(mode, "bgatexit")) {
         pthread_t t;
         if (pthread_create(&t, NULL, worker, NULL)) return 4;
         pthread_exit(NULL);
@@ -226,6 +237,9 @@ int main(int argc, char **argv) {
 #else
     st = run_case(self, "bg", NULL, NULL, &took);
     CHECK(st == 0, "main thread ended with pthread_exit, then its worker: exit status %d after %.1f s (want 0; -1: still running after 10 s)",
+          st, took);
+    st = run_case(self, "bgatexit", NULL, NULL, &took);
+    CHECK(st == 42, "the same with an atexit handler that needs 400 KiB of stack: exit status %d after %.1f s (want 42: it ran)",
           st, took);
     st = run_case(self, "ccow", "HPM_BACKGROUND=0", NULL, &took);
     CHECK(st == 0, "the only program thread ended with pthread_exit while CCoW's thread ran: exit status %d after %.1f s (want 0; -1: still running)",
