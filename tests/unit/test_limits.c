@@ -98,6 +98,7 @@ static int child_as(void) {
     CHECK(n3 * 3000 >= 200 * MIB, "small blocks: %zu MiB", n3 * 3000 / MIB);
     empty(v, n3, 3000, &corrupt);
     size_t n4 = fill(v, 1 << 18, 8 * MIB, 2 * GIB, &bad_errno);
+    printf("then %zu MiB of small blocks, then %zu blocks of 8 MiB (VmSize %ld KiB)\n", n3 * 3000 / MIB, n4, th_field_kb("/proc/self/status", "VmSize"));
     CHECK(n4 * 8 + 64 >= n1, "large blocks after small ones: %zu MiB", n4 * 8);
     empty(v, n4, 8 * MIB, &corrupt);
     CHECK(corrupt == 0, "%d blocks lost their contents", corrupt);
