@@ -231,7 +231,7 @@ static int linux_thread_start(void *(*fn)(void *), void *arg) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 512 * 1024);   /* the last one runs the program's atexit handlers and destructors (exit(0)); more costs address space that test_limits (RLIMIT_AS) misses */
+    pthread_attr_setstacksize(&attr, 256 * 1024);   /* the last one runs the program's atexit handlers (exit(0)): docs/allocator.md on why not more */
     int e = pthread_create(&t, &attr, own_thread_main, slot);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
