@@ -54,6 +54,21 @@ static inline void background_check(void) {
     if (unlikely(!atomic_load_explicit(&_hpm_background_started, memory_order_relaxed))) background_maybe_start();
 }
 
+/* Out of memory (the pageheap could not grow: an address-space or commit
+ * limit): before a request fails, the empty slabs this thread keeps, its
+ * span cache and the central caches go back to the pageheap, and the
+ * request is tried once more. Under a 1 GiB RLIMIT_AS, 1 MiB blocks
+ * allocated to the limit and freed left 16 hugepages in those caches, and
+ * each round of fills lost an 8 MiB block to them. Other threads' caches
+ * stay theirs (the idle drain takes them back). False when this thread
+ * has no heap yet. */
+static __attribute__((noinline, cold)) bool reclaim_for_retry(void) {
+    if (_hpm_tls_heap == &_hpm_no_heap) return false;
+    _hpm_heap_release_empty(false);
+    _hpm_transfer_release(false);
+    return true;
+}
+
 /* A class's empty hand, out of line: the check above inline in
  * alloc_class made malloc's fast path save and restore a register. The
  * check comes after the refill, which may have grown the heap (a new
@@ -61,6 +76,7 @@ static inline void background_check(void) {
  * growth still gets the thread that releases what it frees later. */
 static __attribute__((noinline)) void *alloc_class_slow(hpm_heap_t *h, unsigned cls) {
     void *p = _hpm_heap_alloc_slow(h, cls);
+    if (unlikely(!p) && reclaim_for_retry()) p = _hpm_heap_alloc_slow(_hpm_tls_heap, cls);
     background_check();
     return p;
 }
@@ -84,8 +100,7 @@ static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
 static __attribute__((noinline)) void *alloc_span_any(size_t size, bool zero);
 
 /* Medium or large: a span of its own, start aligned to align_bytes. */
-static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zero) {
-    if (size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
+static void *alloc_span_once(hpm_heap_t *h, size_t size, size_t align_bytes, bool zero) {
     size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
     hpm_span_t *s = align_bytes <= HPM_PAGE_BYTES ? _hpm_spancache_get(h, pages) : NULL;
     hpm_collapse_poll();   /* a refill from the pageheap may have queued it */
@@ -111,6 +126,13 @@ static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zer
     hpm_used_add(h, (int64_t)s->n_pages << HPM_PAGE_SHIFT);
     if (zero && !s->clean) memset((void *)s->start, 0, size);
     return (void *)s->start;
+}
+
+static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zero) {
+    if (size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
+    void *p = alloc_span_once(h, size, align_bytes, zero);
+    if (unlikely(!p) && reclaim_for_retry()) p = alloc_span_once(h, size, align_bytes, zero);
+    return p;
 }
 
 static inline __attribute__((always_inline)) void *alloc_any(size_t size, bool zero) {

@@ -231,7 +231,7 @@ static int linux_thread_start(void *(*fn)(void *), void *arg) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);   /* the last one runs the program's atexit handlers (exit(0)): docs/allocator.md on why not more */
+    pthread_attr_setstacksize(&attr, 1024 * 1024);   /* the last one runs the program's atexit handlers (exit(0)); under RLIMIT_AS it counts whole: docs/allocator.md */
     int e = pthread_create(&t, &attr, own_thread_main, slot);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -16,9 +16,9 @@
  * 1. "bg": a worker mallocs and frees medium blocks (the background
  *    thread starts: a second thread has run), sleeps, returns; the main
  *    thread has called pthread_exit meanwhile.
- *    1b. "bgatexit": the same, with an atexit handler that needs 128 KiB
+ *    1b. "bgatexit": the same, with an atexit handler that needs 512 KiB
  *    of stack and exits with 42: POSIX's exit(0) after the last thread
- *    runs it, on the library thread that ends last (256 KiB of stack).
+ *    runs it, on the library thread that ends last (1 MiB of stack).
  * 2. "ccow": with CCoW on ("all") and HPM_BACKGROUND=0, a 64 MiB heap and a
  *    fork start CCoW's thread in the parent (it is there: one task more); the
  *    main thread, the only thread of the program, calls pthread_exit.
@@ -83,9 +83,9 @@ static void *worker(void *arg) {
 
 static int signal_case(void);
 
-/* Case 1b's atexit handler: 128 KiB of stack, then exit status 42. */
+/* Case 1b's atexit handler: 512 KiB of stack, then exit status 42. */
 static void deep_atexit(void) {
-    volatile char room[128 * 1024];
+    volatile char room[512 * 1024];
     for (size_t i = 0; i < sizeof room; i += 4096) room[i] = (char)i;
     _exit(room[4096] == (char)4096 ? 42 : 43);
 }
@@ -239,7 +239,7 @@ int main(int argc, char **argv) {
     CHECK(st == 0, "main thread ended with pthread_exit, then its worker: exit status %d after %.1f s (want 0; -1: still running after 10 s)",
           st, took);
     st = run_case(self, "bgatexit", NULL, NULL, &took);
-    CHECK(st == 42, "the same with an atexit handler that needs 128 KiB of stack: exit status %d after %.1f s (want 42: it ran)",
+    CHECK(st == 42, "the same with an atexit handler that needs 512 KiB of stack: exit status %d after %.1f s (want 42: it ran)",
           st, took);
     st = run_case(self, "ccow", "HPM_BACKGROUND=0", NULL, &took);
     CHECK(st == 0, "the only program thread ended with pthread_exit while CCoW's thread ran: exit status %d after %.1f s (want 0; -1: still running)",
