@@ -56,15 +56,15 @@ static inline void background_check(void) {
 
 /* Out of memory (the pageheap could not grow: an address-space or commit
  * limit): before a request fails, the empty slabs this thread keeps, its
- * span cache and the central caches go back to the pageheap, and the
- * request is tried once more. Under a 1 GiB RLIMIT_AS, 1 MiB blocks
- * allocated to the limit and freed left 16 hugepages in those caches, and
- * each round of fills lost an 8 MiB block to them. Other threads' caches
- * stay theirs (the idle drain takes them back). False when this thread
- * has no heap yet. */
+ * span cache, every other thread's (the idle drain's gate, at once) and
+ * the central caches go back to the pageheap, and the request is tried
+ * once more. Under a 1 GiB RLIMIT_AS, 1 MiB blocks allocated to the limit
+ * and freed left 16 hugepages in those caches, and each round of fills
+ * lost an 8 MiB block to them. False when this thread has no heap yet. */
 static __attribute__((noinline, cold)) bool reclaim_for_retry(void) {
     if (_hpm_tls_heap == &_hpm_no_heap) return false;
     _hpm_heap_release_empty(false);
+    _hpm_heaps_drain_idle(0);
     _hpm_transfer_release(false);
     return true;
 }

@@ -4,12 +4,14 @@
  *   overcommit  malloc(100 GiB) on a machine the kernel would refuse it on
  *               gives NULL and ENOMEM, and the heap keeps working;
  *   as1g        under RLIMIT_AS of 1 GiB: allocate until NULL, free, and
- *               allocate again (as much again), small blocks too;
+ *               allocate again (as much again), small blocks too; at NULL
+ *               the caches (a parked thread's too) have been given back;
  *   late        a limit set after start is honoured when the heap grows;
  *   many        300 blocks of 1 GiB, one byte touched in each (more than
  *               the first reservation), then all freed.
  * Nothing here touches more than a few hundred MiB. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,10 +83,41 @@ static void empty(void **v, size_t n, size_t block_bytes, int *corrupt) {
     }
 }
 
+/* A second thread that fills its span cache with 1 MiB spans (16
+ * allocated, then freed) and stays alive, parked, until told to end. */
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER;
+static int park_state;   /* 1: cache filled, 2: may end */
+
+static void *parked_cacher(void *arg) {
+    (void)arg;
+    void *b[16];
+    for (int i = 0; i < 16; i++) {
+        b[i] = malloc(MIB);
+        if (b[i]) memset(b[i], 1, 4096);
+    }
+    for (int i = 0; i < 16; i++) free(b[i]);
+    pthread_mutex_lock(&park_lock);
+    park_state = 1;
+    pthread_cond_broadcast(&park_cond);
+    while (park_state != 2) pthread_cond_wait(&park_cond, &park_lock);
+    pthread_mutex_unlock(&park_lock);
+    return NULL;
+}
+
 static int child_as(void) {
     static void *v[1 << 18];
     int bad_errno = 0, corrupt = 0;
     void *first = malloc(64);
+    pthread_t other;
+    pthread_attr_t attr;   /* a small stack: under the limit it counts whole */
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    CHECK(pthread_create(&other, &attr, parked_cacher, NULL) == 0);
+    pthread_attr_destroy(&attr);
+    pthread_mutex_lock(&park_lock);
+    while (park_state != 1) pthread_cond_wait(&park_cond, &park_lock);
+    pthread_mutex_unlock(&park_lock);
     CHECK(first != NULL, "a first malloc under RLIMIT_AS 1 GiB");
     size_t n1 = fill(v, 1 << 18, MIB, 2 * GIB, &bad_errno);
     CHECK(n1 >= 400, "1 MiB blocks under a 1 GiB limit: %zu", n1);
@@ -105,13 +138,19 @@ static int child_as(void) {
            th_field_kb("/proc/self/status", "VmSize"), (unsigned long long)st.hp_in_use);
     CHECK(n4 * 8 + 64 >= n1, "large blocks after small ones: %zu MiB", n4 * 8);
     /* before a malloc fails, the caches give back what they hold: the 1 MiB
-     * spans of the thread's span cache and the central cache, the kept
-     * slabs (each 8 MiB block covers 4 hugepages, 5 if it starts inside
-     * one; `first` holds one more): with the old library 16 more */
+     * spans of this thread's span cache, of the parked thread's and of the
+     * central cache, the kept slabs (each 8 MiB block covers 4 hugepages, 5
+     * if it starts inside one; `first` holds one more): 16 more without
+     * the reclaim, 8 more without the other thread's */
     CHECK(st.hp_in_use <= n4 * 4 + 4, "at NULL, %llu hugepages in use for %zu blocks of 8 MiB and one of 64 bytes",
           (unsigned long long)st.hp_in_use, n4);
     empty(v, n4, 8 * MIB, &corrupt);
     CHECK(corrupt == 0, "%d blocks lost their contents", corrupt);
+    pthread_mutex_lock(&park_lock);
+    park_state = 2;
+    pthread_cond_broadcast(&park_cond);
+    pthread_mutex_unlock(&park_lock);
+    CHECK(pthread_join(other, NULL) == 0);
     free(first);
     return TEST_DONE();
 }
