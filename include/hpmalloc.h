@@ -87,7 +87,8 @@ typedef void hpm_output_fn(const char *line, void *arg);
 void hpm_stats_print(hpm_output_fn *out, void *arg);
 
 /* Gives memory back now: every cached empty hugepage (whole), the calling
- * thread's empty slabs, and - subrelease, which splits the hugepages it
+ * thread's empty slabs, every thread's cached medium spans and kept empty
+ * slabs, and - subrelease, which splits the hugepages it
  * touches - free 4 KiB pages of partial hugepages (emptiest first, until
  * free-but-backed pages are at most 1/16 of used ones) and pages of the
  * calling thread's slabs that hold only free blocks. malloc_trim(0) does

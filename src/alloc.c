@@ -498,13 +498,17 @@ HPM_API void *pvalloc(size_t size) {
 }
 
 /* malloc_trim releases cached empty hugepages, and free pages inside
- * partial ones only when HPM_SUBRELEASE=1 (hpm_trim always does both). */
+ * partial ones only when HPM_SUBRELEASE=1 (hpm_trim always does both).
+ * Both first take back what every thread's caches hold (span caches and
+ * kept slabs: the idle drain over every heap, as glibc's trim covers
+ * every arena), then the central caches'. */
 HPM_API int malloc_trim(size_t pad) {
     (void)pad;
     hpm_ensure_init();
     bool sub = _hpm_ph.subrelease;
     _hpm_heaps_reclaim_abandoned(sub);
     _hpm_heap_release_empty(sub);
+    _hpm_heaps_drain_idle(0);
     _hpm_transfer_release(false);
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, sub);
@@ -517,6 +521,7 @@ HPM_API size_t hpm_trim(void) {
     hpm_ensure_init();
     _hpm_heaps_reclaim_abandoned(true);
     _hpm_heap_release_empty(true);
+    _hpm_heaps_drain_idle(0);
     _hpm_transfer_release(false);
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t bytes = _hpm_ph_trim(&_hpm_ph, true);
