@@ -9,7 +9,8 @@
  *     (or on a private pageheap, as tests/unit/test_policy.c does);
  *   _hpm_check_span: a slab by its owner thread only (free and used are
  *     owner-only), a medium or large span by the thread that holds it;
- *   _hpm_check_heap: the heap's own thread.
+ *   _hpm_check_heap: the heap's own thread, inside its gate (the idle
+ *     drain, spancache.c, may be taking its span cache meanwhile).
  * The invariants are the ones the file comments of hugepage.c, filler.c,
  * release.c, slab.c, heap.c and spancache.c state. */
 #include <stdarg.h>
@@ -341,6 +342,11 @@ bool _hpm_check_all(char *why) {
     pthread_mutex_lock(&_hpm_ph.lock);
     bool ok = _hpm_check_pageheap(&_hpm_ph, why);
     hpm_ph_unlock(&_hpm_ph);
-    if (ok && hpm_my_heap()) ok = _hpm_check_heap(hpm_my_heap(), why);
+    hpm_heap_t *h = hpm_my_heap();
+    if (ok && h) {   /* inside the heap's gate: the idle drain may be taking its span cache */
+        uint32_t in = _hpm_heap_gate_enter(h);
+        ok = _hpm_check_heap(h, why);
+        _hpm_heap_gate_leave(h, in);
+    }
     return ok;
 }

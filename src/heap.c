@@ -458,7 +458,11 @@ static void heap_abandon(hpm_heap_t *h) {
 static void heap_thread_exit(void *arg) {
     hpm_heap_t *h = arg;
     if (!h) return;
-    hpm_check_expensive(_hpm_check_heap, h);
+    if (HPM_DEBUG >= 3) {   /* the span cache is the idle drain's too: checked inside the gate (another thread's out-of-memory retry drains busy heaps) */
+        uint32_t in = _hpm_heap_gate_enter(h);
+        hpm_check_expensive(_hpm_check_heap, h);
+        _hpm_heap_gate_leave(h, in);
+    }
     heap_abandon(h);
     _hpm_tls_heap = (hpm_heap_t *)&_hpm_no_heap;
     pthread_mutex_lock(&heaps_lock);
