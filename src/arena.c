@@ -82,8 +82,13 @@ int _hpm_arena_add(hpm_pageheap_t *ph, size_t need_hp, size_t align_hp) {
         return ENOMEM;
     }
     hpm_arena_t *a = &ph->arenas[ph->n_arenas];
-    size_t gibs = GIB_OF(base + got - 1) - GIB_OF(base) + 1;
-    if (_hpm_meta_region_init(&a->map_region, gibs * CHUNK_BYTES)) {
+    size_t gibs = GIB_OF(base + got - 1) - GIB_OF(base) + 1, unmapped = 0;
+    for (uintptr_t g = GIB_OF(base); g <= GIB_OF(base + got - 1); g++) unmapped += !__atomic_load_n(&_hpm_l1[g], __ATOMIC_ACQUIRE);
+    /* an arena whose GiBs all have chunks (another arena's: chunks never go
+     * away) never commits one of its own, so it reserves none: under
+     * RLIMIT_AS each later arena of a small heap reserved 2 MiB for nothing */
+    a->map_region = (hpm_meta_region_t){0};
+    if (unmapped && _hpm_meta_region_init(&a->map_region, gibs * CHUNK_BYTES)) {
         ph->os->unreserve(base, got);
         return ENOMEM;
     }

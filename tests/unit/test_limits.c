@@ -3,9 +3,11 @@
  * so that the allocator starts under the limit being tested:
  *   overcommit  malloc(100 GiB) on a machine the kernel would refuse it on
  *               gives NULL and ENOMEM, and the heap keeps working;
- *   as1g        under RLIMIT_AS of 1 GiB: allocate until NULL, free, and
- *               allocate again (as much again), small blocks too; at NULL
- *               the caches (a parked thread's too) have been given back;
+ *   as1g        under RLIMIT_AS of 1 GiB: allocate until NULL (at least
+ *               920 MiB of 1 MiB blocks), free, and allocate again (as
+ *               much again), 8 MiB blocks as many before and after small
+ *               blocks; at NULL the caches (a parked thread's too) have
+ *               been given back;
  *   late        a limit set after start is honoured when the heap grows;
  *   many        300 blocks of 1 GiB, one byte touched in each (more than
  *               the first reservation), then all freed.
@@ -121,6 +123,9 @@ static int child_as(void) {
     CHECK(first != NULL, "a first malloc under RLIMIT_AS 1 GiB");
     size_t n1 = fill(v, 1 << 18, MIB, 2 * GIB, &bad_errno);
     CHECK(n1 >= 400, "1 MiB blocks under a 1 GiB limit: %zu", n1);
+    /* 927-929 here; 915-917 while each arena reserved a 2 MiB map chunk
+     * region even in a GiB whose chunk another arena had published */
+    CHECK(n1 >= 920, "the heap's metadata leaves room for the blocks: %zu MiB of 1 MiB blocks", n1);
     CHECK(n1 < 1024, "the limit holds: %zu MiB", n1);
     printf("under RLIMIT_AS 1 GiB: %zu blocks of 1 MiB\n", n1);
     CHECK(bad_errno == 0, "errno on failure %d", bad_errno);
@@ -128,15 +133,21 @@ static int child_as(void) {
     size_t n2 = fill(v, 1 << 18, MIB, 2 * GIB, &bad_errno);
     CHECK(n2 + 16 >= n1, "after freeing, as much again: %zu then %zu", n1, n2);
     empty(v, n2, MIB, &corrupt);
+    /* 8 MiB blocks fill the heap but for what an 8 MiB block cannot use:
+     * under the limit the heap is eight arenas, each half the room left
+     * (476, 232, 114, ... MiB), and a block does not span two */
+    size_t n8 = fill(v, 1 << 18, 8 * MIB, 2 * GIB, &bad_errno);
+    CHECK(n8 * 8 + 96 >= n1, "8 MiB blocks: %zu MiB, against %zu MiB of 1 MiB blocks", n8 * 8, n1);
+    empty(v, n8, 8 * MIB, &corrupt);
     size_t n3 = fill(v, 1 << 18, 3000, 2 * GIB, &bad_errno);
     CHECK(n3 * 3000 >= 200 * MIB, "small blocks: %zu MiB", n3 * 3000 / MIB);
     empty(v, n3, 3000, &corrupt);
     size_t n4 = fill(v, 1 << 18, 8 * MIB, 2 * GIB, &bad_errno);
     hpm_stats_t st;
     hpm_stats_get(&st);
-    printf("then %zu MiB of small blocks, then %zu blocks of 8 MiB (VmSize %ld KiB, %llu hugepages in use)\n", n3 * 3000 / MIB, n4,
+    printf("%zu blocks of 8 MiB, then %zu MiB of small blocks, then %zu blocks of 8 MiB (VmSize %ld KiB, %llu hugepages in use)\n", n8, n3 * 3000 / MIB, n4,
            th_field_kb("/proc/self/status", "VmSize"), (unsigned long long)st.hp_in_use);
-    CHECK(n4 * 8 + 64 >= n1, "large blocks after small ones: %zu MiB", n4 * 8);
+    CHECK(n4 + 2 >= n8, "large blocks after small ones: %zu of 8 MiB, %zu before them", n4, n8);
     /* before a malloc fails, the caches give back what they hold: the 1 MiB
      * spans of this thread's span cache, of the parked thread's and of the
      * central cache, the kept slabs (each 8 MiB block covers 4 hugepages, 5
