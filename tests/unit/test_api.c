@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "hpmalloc.h"
+#include "parked_cache.h"
 #include "testhelper.h"
 
 /* glibc declares these only from 2.38 on; the same prototypes again are harmless. */
@@ -622,33 +623,9 @@ static void test_trim(void)
  * medium blocks of 1 MiB into its span cache and stays alive, parked; the
  * main thread's hpm_trim must give their hugepages back (before, a trim
  * took only the calling thread's cache and the central one). */
-static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER;
-static int park_state;   /* 1: cache filled, 2: may end */
-
-static void *cache_and_park(void *arg) {
-    (void)arg;
-    char *b[16];
-    for (int i = 0; i < 16; i++) {
-        b[i] = malloc(MiB);
-        if (b[i]) fill(b[i], 4096, (unsigned)i);
-    }
-    for (int i = 0; i < 16; i++) free(b[i]);
-    pthread_mutex_lock(&park_lock);
-    park_state = 1;
-    pthread_cond_broadcast(&park_cond);
-    while (park_state != 2) pthread_cond_wait(&park_cond, &park_lock);
-    pthread_mutex_unlock(&park_lock);
-    return NULL;
-}
-
 static void test_trim_other_threads(void) {
     pthread_t t;
-    park_state = 0;
-    CHECK(pthread_create(&t, NULL, cache_and_park, NULL) == 0);
-    pthread_mutex_lock(&park_lock);
-    while (park_state != 1) pthread_cond_wait(&park_cond, &park_lock);
-    pthread_mutex_unlock(&park_lock);
+    CHECK(park_start(&t, 0) == 0);
     hpm_stats_t before, after;
     hpm_stats_get(&before);
     hpm_trim();
@@ -657,11 +634,7 @@ static void test_trim_other_threads(void) {
            (unsigned long long)before.hp_in_use, (unsigned long long)after.hp_in_use);
     CHECK(after.hp_in_use + 6 <= before.hp_in_use, "hugepages in use %llu before hpm_trim, %llu after (16 MiB cached by a parked thread)",
           (unsigned long long)before.hp_in_use, (unsigned long long)after.hp_in_use);
-    pthread_mutex_lock(&park_lock);
-    park_state = 2;
-    pthread_cond_broadcast(&park_cond);
-    pthread_mutex_unlock(&park_lock);
-    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(park_end(t) == 0);
 }
 
 /* A thread's first call into the allocator, of each kind: until then its

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "hpmalloc.h"
+#include "parked_cache.h"
 #include "testhelper.h"
 
 #define MIB ((size_t)1 << 20)
@@ -85,41 +86,12 @@ static void empty(void **v, size_t n, size_t block_bytes, int *corrupt) {
     }
 }
 
-/* A second thread that fills its span cache with 1 MiB spans (16
- * allocated, then freed) and stays alive, parked, until told to end. */
-static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER;
-static int park_state;   /* 1: cache filled, 2: may end */
-
-static void *parked_cacher(void *arg) {
-    (void)arg;
-    void *b[16];
-    for (int i = 0; i < 16; i++) {
-        b[i] = malloc(MIB);
-        if (b[i]) memset(b[i], 1, 4096);
-    }
-    for (int i = 0; i < 16; i++) free(b[i]);
-    pthread_mutex_lock(&park_lock);
-    park_state = 1;
-    pthread_cond_broadcast(&park_cond);
-    while (park_state != 2) pthread_cond_wait(&park_cond, &park_lock);
-    pthread_mutex_unlock(&park_lock);
-    return NULL;
-}
-
 static int child_as(void) {
     static void *v[1 << 18];
     int bad_errno = 0, corrupt = 0;
     void *first = malloc(64);
     pthread_t other;
-    pthread_attr_t attr;   /* a small stack: under the limit it counts whole */
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    CHECK(pthread_create(&other, &attr, parked_cacher, NULL) == 0);
-    pthread_attr_destroy(&attr);
-    pthread_mutex_lock(&park_lock);
-    while (park_state != 1) pthread_cond_wait(&park_cond, &park_lock);
-    pthread_mutex_unlock(&park_lock);
+    CHECK(park_start(&other, 64 * 1024) == 0);   /* a small stack: under the limit it counts whole */
     CHECK(first != NULL, "a first malloc under RLIMIT_AS 1 GiB");
     size_t n1 = fill(v, 1 << 18, MIB, 2 * GIB, &bad_errno);
     CHECK(n1 >= 400, "1 MiB blocks under a 1 GiB limit: %zu", n1);
@@ -157,11 +129,7 @@ static int child_as(void) {
           (unsigned long long)st.hp_in_use, n4);
     empty(v, n4, 8 * MIB, &corrupt);
     CHECK(corrupt == 0, "%d blocks lost their contents", corrupt);
-    pthread_mutex_lock(&park_lock);
-    park_state = 2;
-    pthread_cond_broadcast(&park_cond);
-    pthread_mutex_unlock(&park_lock);
-    CHECK(pthread_join(other, NULL) == 0);
+    CHECK(park_end(other) == 0);
     free(first);
     return TEST_DONE();
 }
