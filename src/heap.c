@@ -49,9 +49,12 @@ static bool many_heaps_backed_whole(void) {
     return __atomic_load_n(&many_heaps, __ATOMIC_RELAXED) && _hpm_ph.page_mode != PAGES_OFF;
 }
 
+bool _hpm_one_heap = true;
+
 static void heaps_in_use_set(unsigned n) {   /* heaps_lock held, or the only thread (fork child) */
     heaps_in_use = n;
     __atomic_store_n(&many_heaps, n > many_heaps_over, __ATOMIC_RELAXED);
+    __atomic_store_n(&_hpm_one_heap, n <= 1, __ATOMIC_RELAXED);
 }
 static pthread_mutex_t abandoned_lock[HPM_CLASSES] = {[0 ... HPM_CLASSES - 1] = PTHREAD_MUTEX_INITIALIZER};
 static hpm_span_t *abandoned[HPM_CLASSES];        /* LIST_ABANDONED: slabs that had free blocks, or may have */

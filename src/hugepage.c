@@ -382,7 +382,7 @@ static void hp_use_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsig
     hp->used_pages += (uint16_t)n;
     if (unlikely(hp->used_pages >= HPM_RIPE_PAGES) && hpm_ph_small_start(ph)) _hpm_ph_ripe(ph, hp);
     if (s->kind == SPAN_SLAB) hp->slab_pages += (uint16_t)n;
-    ph->used_pages_total += n;
+    __atomic_store_n(&ph->used_pages_total, ph->used_pages_total + n, __ATOMIC_RELAXED);   /* spancache.c reads it without the lock */
     if (unlikely(!__atomic_load_n(&ph->medium_caching, __ATOMIC_RELAXED)) && ph->used_pages_total >= HPM_SMALL_HEAP_PAGES)
         __atomic_store_n(&ph->medium_caching, true, __ATOMIC_RELAXED);
     unsigned ls = hp->longest_free_start, ll = hp->longest_free_pages;
@@ -418,7 +418,7 @@ static void hp_free_pages(hpm_pageheap_t *ph, hpm_hp_t *hp, unsigned first, unsi
     _hpm_bits_set_range(hp->free_bits, first, n, true);
     hp->used_pages -= (uint16_t)n;
     if (slab) hp->slab_pages -= (uint16_t)n;
-    ph->used_pages_total -= n;
+    __atomic_store_n(&ph->used_pages_total, ph->used_pages_total - n, __ATOMIC_RELAXED);
     if (hp->used_pages > 0) {
         unsigned start, merged = _hpm_bits_run_around(hp->free_bits, first, n, &start);
         if (merged > hp->longest_free_pages) {

@@ -60,7 +60,9 @@
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
 #define HPM_MIN_ALIGN 16
 #define HPM_MEDIUM_CLASSES 26                    /* medium span sizes, 3..256 pages (spancache.c) */
-#define HPM_SPANCACHE_MAX_BYTES ((size_t)16 << 20) /* per thread */
+#define HPM_SPANCACHE_MAX_BYTES ((size_t)16 << 20) /* per thread, and at most a share of the heap: */
+#define HPM_SPANCACHE_HEAP_SHIFT 2                 /* a quarter of the pageheap's used pages (spancache.c, cache_bound), */
+#define HPM_SPANCACHE_MIN_BYTES ((size_t)1 << 20)  /* but at least 1 MiB (and the central cache too) */
 #define HPM_SPANCACHE_TRIM_NS (50ull * 1000000)   /* a thread's span cache trims its unused spans at most this often (spancache.c) */
 #define HPM_SPANCACHE_BATCHES 8                  /* batches a thread keeps per medium class (span_cache_n is 8-bit: 8 * 16 + 1 fits) */
 #define HPM_SPANCACHE_SLOTS (HPM_SPANCACHE_BATCHES * 123 + HPM_MEDIUM_CLASSES)   /* sum over medium classes of HPM_SPANCACHE_BATCHES * batch + 1 (the batches add up to 123) */
@@ -238,7 +240,7 @@ typedef struct hpm_pageheap_s {
     hpm_span_t *span_free;          /* recycled span structs */
     hpm_span_t *slab_rec_free;      /* recycled spaced slab records (slab_record_spaced) */
     hpm_hp_t *released_head;        /* empty, not backed */
-    size_t used_pages_total;        /* used pages over all active hugepages */
+    size_t used_pages_total;        /* used pages over all active hugepages (written under the lock, atomically: the span caches read it without) */
     hpm_meta_region_t hp_region, map_region;
     /* counts that only the stats layer reads (it pulls them, stats.c) */
     uint64_t hugetlb_hp;            /* hugepages backed by hugetlbfs, in 2 MiB units */
@@ -770,7 +772,18 @@ HPM_INTERNAL bool _hpm_spancache_drain_closed(hpm_heap_t *h, bool fenced);
  * every heap now; tests). False when the OS gives no process-wide fence
  * (membarrier). */
 HPM_INTERNAL bool _hpm_heaps_drain_idle(unsigned idle_ticks);
-HPM_INTERNAL extern uint64_t _hpm_idle_drains;   /* caches drained so far (heaps_lock) */
+HPM_INTERNAL extern uint64_t _hpm_idle_drains;
+/* At most one thread has a heap now (heap.c; read relaxed): the central
+ * medium cache then serves no other thread (transfer.c). */
+HPM_INTERNAL extern bool _hpm_one_heap;   /* caches drained so far (heaps_lock) */
+
+/* The medium caches' byte bounds follow the heap: the pageheap's used
+ * pages >> shift, at least HPM_SPANCACHE_MIN_BYTES, at most max_bytes
+ * (spancache.c, cache_bound). */
+static inline size_t hpm_heap_share_bytes(unsigned shift, size_t max_bytes) {
+    size_t b = (__atomic_load_n(&_hpm_ph.used_pages_total, __ATOMIC_RELAXED) << HPM_PAGE_SHIFT) >> shift;
+    return b < HPM_SPANCACHE_MIN_BYTES ? HPM_SPANCACHE_MIN_BYTES : b > max_bytes ? max_bytes : b;
+}
 
 /* Medium size classes: 4 per power of two of pages, 3..256 pages. */
 static inline unsigned hpm_medium_class(size_t n_pages) {
@@ -800,7 +813,8 @@ static inline unsigned hpm_medium_batch(unsigned cls) {
 HPM_INTERNAL extern uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];
 
 /* transfer.c: the central medium cache, one array and lock per class */
-#define HPM_TRANSFER_MAX_BYTES ((size_t)32 << 20)   /* over all classes */
+#define HPM_TRANSFER_MAX_BYTES ((size_t)32 << 20)   /* over all classes; while one thread has a heap, at most a 16th of the heap (transfer.c) */
+#define HPM_TRANSFER_HEAP_SHIFT 4
 /* Up to want spans of class cls into out[], all marked cached: from the
  * central cache, else fresh from the pageheap (one lock hold). Returns
  * how many. */

@@ -6,7 +6,8 @@
  * refills with a batch from the central cache (transfer.c), which refills
  * from the pageheap (the first refills of a class with 1, 2, 4, ... spans:
  * slow start); a stack over HPM_SPANCACHE_BATCHES (8) batches, or a cache over
- * HPM_SPANCACHE_MAX_BYTES, drains its oldest batch back. Thread exit
+ * its byte bound (cache_bound: a quarter of the heap, 1 to 16 MiB),
+ * drains its oldest batch back. Thread exit
  * returns the cache to the central cache; malloc_trim/hpm_trim return it
  * to the pageheap.
  *
@@ -201,6 +202,19 @@ hpm_span_t *_hpm_spancache_get(hpm_heap_t *h, size_t n_pages) {
     return s;
 }
 
+/* A thread's cache holds at most a quarter of the pageheap's used pages
+ * (at least HPM_SPANCACHE_MIN_BYTES, at most HPM_SPANCACHE_MAX_BYTES).
+ * The 16 MiB are for glibc-bench large's random walks over the classes
+ * (2 threads, 66 MB live: 16.5 MiB a quarter), but a program with a
+ * smaller heap kept up to 16 MiB of free spans beside it: Python's JSON
+ * run (realprog, one thread, a heap of about 30 MB) held 52 spans,
+ * 15 MB, at its peak, from the buffers its writers realloc through 20
+ * classes, and its max RSS was 1.12x mimalloc 2.0.9's. With a quarter,
+ * and the central cache bounded to a 16th (what a thread drains goes
+ * there): 1.05x; an eighth cost glibc-bench large 6% (docs/allocator.md,
+ * "Medium sizes"). */
+static inline size_t cache_bound(void) { return hpm_heap_share_bytes(HPM_SPANCACHE_HEAP_SHIFT, HPM_SPANCACHE_MAX_BYTES); }
+
 static void cache_put(hpm_heap_t *h, hpm_span_t *s, unsigned cls, size_t n) {
     hpm_span_set_cached(s, true);
     s->clean = 0;
@@ -209,11 +223,12 @@ static void cache_put(hpm_heap_t *h, hpm_span_t *s, unsigned cls, size_t n) {
     h->span_cache_n[cls] = (uint8_t)k;
     h->span_cache_bytes += n << HPM_PAGE_SHIFT;
     unsigned batch = hpm_medium_batch(cls);
-    if (likely(k <= HPM_SPANCACHE_BATCHES * batch && h->span_cache_bytes <= HPM_SPANCACHE_MAX_BYTES))
+    size_t bound = cache_bound();
+    if (likely(k <= HPM_SPANCACHE_BATCHES * batch && h->span_cache_bytes <= bound))
         return;
     if (k > HPM_SPANCACHE_BATCHES * batch) drain(h, cls, batch);
     /* over the byte bound: the largest classes go first */
-    for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > HPM_SPANCACHE_MAX_BYTES && c-- > 0;)
+    for (unsigned c = HPM_MEDIUM_CLASSES; h->span_cache_bytes > bound && c-- > 0;)
         drain(h, c, hpm_medium_batch(c));
 }
 

@@ -3,7 +3,10 @@
  * out-of-memory retry takes that cache back. park_start makes the thread
  * (stack_bytes 0: the default stack), which mallocs 16 medium blocks of
  * 1 MiB, writes their first page, frees them all into its cache and
- * parks; park_start returns once it has. park_end lets it end and joins
+ * parks; park_start returns once it has. A thread's cache holds at most a
+ * quarter of the heap's used pages (spancache.c, cache_bound), so a
+ * ballast of 64 MiB, never written, is held while the blocks are freed:
+ * all 16 stay in the thread's cache. park_end lets it end and joins
  * it. One parked thread at a time. */
 #ifndef HPM_PARKED_CACHE_H
 #define HPM_PARKED_CACHE_H
@@ -30,12 +33,13 @@ static void park_wait(int state) {
 
 static void *park_main(void *arg) {
     (void)arg;
-    void *b[16];
+    void *b[16], *ballast = malloc((size_t)64 << 20);
     for (int i = 0; i < 16; i++) {
         b[i] = malloc((size_t)1 << 20);
         if (b[i]) memset(b[i], i + 1, 4096);
     }
     for (int i = 0; i < 16; i++) free(b[i]);
+    free(ballast);
     park_set(1);
     park_wait(2);
     return NULL;

@@ -6,7 +6,8 @@ that has its symbols (`make` builds it with -g):
       -p PID -x bench/scripts/heap_census_gdb.py
 (rss_by_mapping.py --census does this for a run it stops). Prints the
 hugepages by state, the pages in use and free inside the active ones
-(and each one's pages in use and longest free run), then the
+(and each one's pages in use and longest free run), the other spans
+by kind (medium, large) and state (live, or free in a span cache), then the
 small-object slabs by size, by heap list and by owner: how many, their
 pages, their capacity and the bytes of their blocks in use. A slab that is
 current for its class ("CURRENT") has its free blocks in its owner's hand,
@@ -24,6 +25,7 @@ import gdb
 PAGE_SHIFT, PAGES_PER_HP, GIB_SHIFT = 12, 512, 30
 HP_STATES = {0: "unused", 1: "released", 2: "cached", 3: "active"}
 LISTS = ["none", "CURRENT", "AVAIL", "FULL", "ABANDONED", "EMPTY", "ABANDONED_FULL"]
+KINDS = {2: "medium", 3: "large"}
 SPAN_SLAB, LIST_CURRENT, LIST_FULL, LIST_EMPTY = 1, 1, 3, 5
 FULL_THRESHOLD = 65535   # hpm_list_threshold(LIST_FULL)
 
@@ -59,6 +61,7 @@ def main():
     by_list = collections.defaultdict(lambda: [0, 0, 0, 0])    # slabs, pages, capacity bytes, used bytes
     by_owner = collections.defaultdict(lambda: [0, 0])         # slabs, pages
     other_pages = 0
+    others = collections.defaultdict(lambda: [0, 0])           # (kind, cached) -> spans, pages
     slab_sizes = collections.Counter()   # slab pages -> slabs
     fill = []                            # "pages in use/longest free run" of each active hugepage
     for i in range(top):
@@ -84,6 +87,9 @@ def main():
                 continue
             if int(s["kind"]) != SPAN_SLAB:
                 other_pages += n
+                o = others[(KINDS.get(int(s["kind"]), str(int(s["kind"]))), "cached" if int(s["cached"]) else "live")]
+                o[0] += 1
+                o[1] += n
                 page += n
                 continue
             lst = int(s["list"])
@@ -104,6 +110,8 @@ def main():
     print("active hugepages: %d pages in use, %d free (%.1f MiB)" % (used_active, free_active, free_active / 256))
     print("active hugepages, pages in use/longest free run: " + " ".join(fill))
     print("spans other than slabs: %d pages" % other_pages)
+    for (kind, state), (n, pages) in sorted(others.items()):
+        print("  %s %s: %d spans, %d pages" % (kind, state, n, pages))
     print("slabs by size: " + ", ".join("%d of %d pages" % (c, n) for n, c in sorted(slab_sizes.items())))
     print("slabs by list: list, slabs, pages, capacity KiB, in use KiB (CURRENT: not kept)")
     for name, (n, pages, cap, used) in sorted(by_list.items()):

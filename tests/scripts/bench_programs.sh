@@ -214,6 +214,20 @@ if [[ -r $hpm_lib ]] && command -v python3 >/dev/null; then
     check "[[ $owners -ge 2 ]] && grep -q '^spans other than slabs: 0 pages' '$tmp/c.out' && result_ok '$tmp/c.out' larson" \
           "rss_by_mapping.py --census: at least 2 heaps own slabs ($owners), no other spans, larson's RESULT: $(tail -n 3 "$tmp/c.out")"
   fi
+  # peak_split.py: a run's sampled peak, hpmalloc's arenas (THP-eligible:
+  # the library advises them) apart from the rest. With THP in madvise
+  # mode glibc's heap is not eligible, so its eligible part is 0; the
+  # medium run's heap is most of hpmalloc's peak.
+  if grep -q '\[madvise\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; then
+    args=($B/glibc_bench --threads 1 --min 1K --max 64K --dist uniform --touch page --seconds 0.3)
+    timeout 60 python3 bench/scripts/peak_split.py "$hpm_lib" "${args[@]}" >"$tmp/ps.out" 2>&1
+    read -r tot elig other < <(sed -nE 's/^peak sampled RSS ([0-9]+) KiB: THP-eligible \(hpmalloc.s heap\) ([0-9]+) KiB, other ([0-9]+) KiB \(exit 0\)$/\1 \2 \3/p' "$tmp/ps.out")
+    check "[[ -n '$tot' && '$elig' -gt 20000 && '$other' -gt 0 && \$(( $elig + $other )) -eq '$tot' ]]" \
+          "peak_split.py under hpmalloc: the heap's part must be most of a 33 MB medium run: $(cat "$tmp/ps.out")"
+    timeout 60 python3 bench/scripts/peak_split.py glibc "${args[@]}" >"$tmp/ps.out" 2>&1
+    check "grep -qE '^peak sampled RSS [1-9][0-9]* KiB: THP-eligible \(hpmalloc.s heap\) 0 KiB, other [1-9][0-9]* KiB \(exit 0\)\$' '$tmp/ps.out'" \
+          "peak_split.py under glibc: nothing THP-eligible: $(cat "$tmp/ps.out")"
+  fi
 fi
 
 # hpm bench --alloc NAME=LIB.so[,VAR=VALUE]: a library given by path runs

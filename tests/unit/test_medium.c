@@ -1,7 +1,8 @@
 /* test_medium.c: medium sizes (8 KiB to 1 MiB) through the per-thread span
  * cache and the central transfer cache (spancache.c, transfer.c):
  * contents survive reuse; sizes round to the medium classes; the thread
- * cache and the central cache stay within their bounds and counts; a
+ * cache and the central cache stay within their bounds and counts, which
+ * follow the heap's size; a
  * double free of a cached medium span aborts with one line (death test,
  * in a forked child); blocks freed by another thread come back; thread
  * exit returns the thread's cache to the central cache; and hpm_trim
@@ -82,6 +83,58 @@ static void test_classes(void) {
     CHECK(malloc_usable_size(p) == 20 * 4096, "usable %zu", malloc_usable_size(p));
     free(p);
     CHECK(h_cache_bytes() > 0, "grown heap: a freed medium span is cached");
+}
+
+static void *turn_caching_on(void *arg) {
+    void *volatile p = malloc(64);   /* a second thread's heap turns the medium caches on */
+    free(p);
+    return arg;
+}
+
+static size_t used_bytes(void) {
+    pthread_mutex_lock(&_hpm_ph.lock);
+    size_t pages = _hpm_ph.used_pages_total;
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    return pages << HPM_PAGE_SHIFT;
+}
+
+/* 64 blocks of 256 KiB, each written at its start, then all freed. */
+static void churn_quarter_mib(void) {
+    void *b[64];
+    for (int i = 0; i < 64; i++) if ((b[i] = malloc(256 << 10))) memset(b[i], i, 4096);
+    for (int i = 0; i < 64; i++) free(b[i]);
+}
+
+/* The caches follow the heap (spancache.c, cache_bound; transfer.c,
+ * central_bound): in a heap of a few MiB a thread's cache keeps about
+ * 1 MiB and, while it is the only thread with a heap, the central cache
+ * as little, so 16 MiB of freed 256 KiB spans go back to the pageheap
+ * (before: 3.75 MiB stayed in the thread's cache, as many spans as its
+ * stack of the class takes, and 4 MiB in the central one). Beside a
+ * ballast of 256 MiB (never written) the same frees stay cached: the
+ * bound is a share of the heap, not a smaller constant. Runs while the
+ * heap is small (after test_classes). */
+static void test_heap_share_bounds(void) {
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, turn_caching_on, NULL) == 0 && pthread_join(t, NULL) == 0);
+    CHECK(__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED) && _hpm_one_heap, "caching on, one heap");
+    churn_quarter_mib();
+    hpm_heap_t *h = _hpm_tls_heap;
+    size_t thread_small = h->span_cache_bytes, central_small = _hpm_transfer_bytes(), used_small = used_bytes();
+    printf("small heap: thread cache %zu KiB, central %zu KiB, used %zu KiB\n", thread_small >> 10, central_small >> 10,
+           used_small >> 10);
+    CHECK(thread_small <= HPM_SPANCACHE_MIN_BYTES + (256 << 10), "a small heap's thread cache holds %zu KiB", thread_small >> 10);
+    CHECK(central_small <= HPM_SPANCACHE_MIN_BYTES + (256 << 10), "a small heap's central cache holds %zu KiB", central_small >> 10);
+    CHECK(used_small <= (size_t)6 << 20, "%zu KiB of pages still used after 16 MiB were freed", used_small >> 10);
+    void *volatile ballast = malloc((size_t)256 << 20);
+    CHECK(ballast != NULL);
+    churn_quarter_mib();
+    size_t thread_big = h->span_cache_bytes;
+    printf("beside a 256 MiB ballast: thread cache %zu KiB, central %zu KiB\n", thread_big >> 10, _hpm_transfer_bytes() >> 10);
+    CHECK(thread_big >= (size_t)3 << 20, "beside a 256 MiB ballast the thread cache holds %zu KiB", thread_big >> 10);
+    free(ballast);
+    char why[256] = "";
+    CHECK(_hpm_check_heap(h, why), "heap check: %s", why);
 }
 
 static void test_contents_and_bounds(void) {
@@ -210,6 +263,7 @@ static void test_trim_releases(void) {
 
 int main(void) {
     test_classes();
+    test_heap_share_bounds();
     test_contents_and_bounds();
     test_double_free_dies(12 * 1024);
     test_double_free_dies(700 * 1024);
