@@ -50,6 +50,7 @@ static bool many_heaps_backed_whole(void) {
 }
 
 bool _hpm_one_heap = true;
+uint32_t _hpm_gone_hint;
 
 static void heaps_in_use_set(unsigned n) {   /* heaps_lock held, or the only thread (fork child) */
     heaps_in_use = n;
@@ -472,7 +473,12 @@ static void heap_thread_exit(void *arg) {
     h->next_free = heaps_free;
     heaps_free = h;
     heaps_in_use_set(heaps_in_use - 1);
+    bool last = heaps_in_use == 0;
     pthread_mutex_unlock(&heaps_lock);
+    if (last) {   /* the program's last thread may be ending: the process must exit once it has (init.c, background_sleep) */
+        __atomic_add_fetch(&_hpm_gone_hint, 1, __ATOMIC_RELAXED);
+        if (_hpm_os->wake_word) _hpm_os->wake_word(&_hpm_gone_hint);
+    }
 }
 
 void _hpm_heaps_init(void) {

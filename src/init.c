@@ -118,15 +118,41 @@ void _hpm_init_slow(void) {
 
 /* ---- background release ---- */
 
-/* Sleeps ns in steps of at most HPM_GONE_LOOK_NS; false as soon as the
- * program's own threads have all ended (prim.h, program_gone): the
- * library's thread then ends too, and the process exits with it. */
+/* A hint that the program's last thread may be ending (heap.c,
+ * _hpm_gone_hint): the background thread then looks every millisecond
+ * for a while, since the ending thread is still alive while its heap is
+ * given back. hint_seen is the last hint it acted on, so a hint given
+ * before it first waits is seen, not lost. */
+static uint32_t hint_seen;
+
+static bool gone(void) { return _hpm_os->program_gone && _hpm_os->program_gone(); }
+
+static bool gone_soon(void) {
+    for (int i = 0; i < HPM_GONE_SOON_LOOKS; i++) {
+        _hpm_os->sleep_ns(HPM_GONE_SOON_NS);
+        if (gone()) return true;
+    }
+    return false;
+}
+
+/* Sleeps ns, looking at least every HPM_GONE_LOOK_NS, and soon after a
+ * hint, whether the program's own threads have all ended; false as soon
+ * as they have: the library's thread then ends too, and the process
+ * exits with it. */
 static bool background_sleep(uint64_t ns) {
+    uint64_t end = _hpm_os->now_ns() + ns;
     for (;;) {
-        uint64_t step = ns < HPM_GONE_LOOK_NS ? ns : HPM_GONE_LOOK_NS;
-        _hpm_os->sleep_ns(step);
-        if (_hpm_os->program_gone && _hpm_os->program_gone()) return false;
-        if ((ns -= step) == 0) return true;
+        uint64_t now = _hpm_os->now_ns();
+        if (now >= end) return true;
+        uint64_t step = end - now < HPM_GONE_LOOK_NS ? end - now : HPM_GONE_LOOK_NS;
+        if (_hpm_os->wait_word) _hpm_os->wait_word(&_hpm_gone_hint, hint_seen, step);   /* at once if a hint came */
+        else _hpm_os->sleep_ns(step);
+        if (gone()) return false;
+        uint32_t hint = __atomic_load_n(&_hpm_gone_hint, __ATOMIC_RELAXED);
+        if (hint != hint_seen) {
+            hint_seen = hint;
+            if (gone_soon()) return false;
+        }
     }
 }
 

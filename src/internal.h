@@ -772,10 +772,14 @@ HPM_INTERNAL bool _hpm_spancache_drain_closed(hpm_heap_t *h, bool fenced);
  * every heap now; tests). False when the OS gives no process-wide fence
  * (membarrier). */
 HPM_INTERNAL bool _hpm_heaps_drain_idle(unsigned idle_ticks);
-HPM_INTERNAL extern uint64_t _hpm_idle_drains;
+HPM_INTERNAL extern uint64_t _hpm_idle_drains;   /* caches drained so far (heaps_lock) */
 /* At most one thread has a heap now (heap.c; read relaxed): the central
  * medium cache then serves no other thread (transfer.c). */
-HPM_INTERNAL extern bool _hpm_one_heap;   /* caches drained so far (heaps_lock) */
+HPM_INTERNAL extern bool _hpm_one_heap;
+/* Bumped when a program thread that held a heap ends and leaves none in
+ * use (heap.c), with a wake_word: the background thread sleeps on it and
+ * then looks soon whether the process must exit (init.c). */
+HPM_INTERNAL extern uint32_t _hpm_gone_hint;
 
 /* The medium caches' byte bounds follow the heap: the pageheap's used
  * pages >> shift, at least HPM_SPANCACHE_MIN_BYTES, at most max_bytes

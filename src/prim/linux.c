@@ -3,6 +3,7 @@
  * async-signal-safe enough for use inside malloc: no stdio, no malloc. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <signal.h>
@@ -174,6 +175,13 @@ static void linux_sleep_ns(uint64_t ns) {
     struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
+
+static void linux_wait_word(uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000ull), (long)(timeout_ns % 1000000000ull)};
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);   /* EINTR, EAGAIN: an early return */
+}
+
+static void linux_wake_word(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 
 /* ---- the library's own threads ----
  * Each thread that thread_start makes counts itself in _hpm_own_threads
@@ -353,6 +361,8 @@ const hpm_os_t _hpm_os_linux = {
     .read_file = linux_read_file,
     .now_ns = linux_now_ns,
     .sleep_ns = linux_sleep_ns,
+    .wait_word = linux_wait_word,
+    .wake_word = linux_wake_word,
     .thread_start = linux_thread_start,
     .program_gone = linux_program_gone,
     .thp_mode = linux_thp_mode,

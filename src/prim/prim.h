@@ -68,6 +68,11 @@ typedef struct hpm_os_s {
     uint64_t (*now_ns)(void);
     /* Sleep for ns (background threads only). */
     void (*sleep_ns)(uint64_t ns);
+    /* Sleep while *word == expected, at most timeout_ns, or until
+     * wake_word(word) (background threads only; a spurious early return
+     * is allowed). NULL in a table without it: sleep_ns is used. */
+    void (*wait_word)(uint32_t *word, uint32_t expected, uint64_t timeout_ns);
+    void (*wake_word)(uint32_t *word);
     /* Start a detached background thread; 0 or errno. It counts in
      * _hpm_own_threads while it runs. */
     int (*thread_start)(void *(*fn)(void *), void *arg);

@@ -19,6 +19,13 @@
  *    1b. "bgatexit": the same, with an atexit handler that needs 512 KiB
  *    of stack and exits with 42: POSIX's exit(0) after the last thread
  *    runs it, on the library thread that ends last (1 MiB of stack).
+ *    1c. "bglate": the same, the worker ending 260 ms after the
+ *    background thread started; it writes the time of its end to a file
+ *    (HPMT_STAMP). The process must exit within 100 ms of it (the median
+ *    of 3 runs): the worker's end wakes the background thread, which
+ *    then looks every millisecond (init.c, _hpm_program_may_be_gone).
+ *    Before, it looked every 250 ms only, and such a process exited about
+ *    240 ms late.
  * 2. "ccow": with CCoW on ("all") and HPM_BACKGROUND=0, a 64 MiB heap and a
  *    fork start CCoW's thread in the parent (it is there: one task more); the
  *    main thread, the only thread of the program, calls pthread_exit.
@@ -77,7 +84,17 @@ static void *worker(void *arg) {
         fflush(stdout);
         _exit(3);
     }
-    usleep(200 * 1000);   /* the main thread has ended by now */
+    const char *stamp = getenv("HPMT_STAMP");
+    usleep((stamp ? 260 : 200) * 1000);   /* the main thread has ended by now */
+    if (stamp) {
+        FILE *f = fopen(stamp, "w");
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if (f) {
+            fprintf(f, "%.6f\n", (double)ts.tv_sec + ts.tv_nsec / 1e9);
+            fclose(f);
+        }
+    }
     return arg;
 }
 
@@ -100,7 +117,7 @@ static int child(const char *mode) {
     }
     if (!strcmp(mode, "signal")) return signal_case();
     if (!strcmp(mode, "bgatexit")) atexit(deep_atexit);
-    if (!strcmp(mode, "bg") || !strcmp(mode, "bgatexit")) {
+    if (!strcmp(mode, "bg") || !strcmp(mode, "bgatexit") || !strcmp(mode, "bglate")) {
         pthread_t t;
         if (pthread_create(&t, NULL, worker, NULL)) return 4;
         pthread_exit(NULL);
@@ -214,7 +231,7 @@ static int run_case(const char *self, const char *mode, const char *env1, const 
             *took_s = now_s() - t0;
             return -1;
         }
-        usleep(10 * 1000);
+        usleep(1000);
     }
     *took_s = now_s() - t0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -241,6 +258,25 @@ int main(int argc, char **argv) {
     st = run_case(self, "bgatexit", NULL, NULL, &took);
     CHECK(st == 42, "the same with an atexit handler that needs 512 KiB of stack: exit status %d after %.1f s (want 42: it ran)",
           st, took);
+    double late_ms[3];
+    for (int i = 0; i < 3; i++) {
+        char path[64], env[96];
+        snprintf(path, sizeof path, "/tmp/hpm-ownthreads-%d", (int)getpid());
+        snprintf(env, sizeof env, "HPMT_STAMP=%s", path);
+        unlink(path);
+        st = run_case(self, "bglate", env, NULL, &took);
+        double exited = now_s(), ended = 0;
+        FILE *f = fopen(path, "r");
+        if (!f || fscanf(f, "%lf", &ended) != 1) ended = 0;
+        if (f) fclose(f);
+        unlink(path);
+        late_ms[i] = ended > 0 ? (exited - ended) * 1e3 : 1e9;
+        CHECK(st == 0 && ended > 0, "bglate: exit status %d, the worker's end stamped %d", st, ended > 0);
+    }
+    double lo = late_ms[0] < late_ms[1] ? late_ms[0] : late_ms[1], hi = late_ms[0] < late_ms[1] ? late_ms[1] : late_ms[0];
+    double median = late_ms[2] < lo ? lo : late_ms[2] > hi ? hi : late_ms[2];
+    printf("exit after the last thread's end: %.1f, %.1f, %.1f ms\n", late_ms[0], late_ms[1], late_ms[2]);
+    CHECK(median < 100, "the process exited %.1f ms (median of 3) after its last thread ended (want under 100)", median);
     st = run_case(self, "ccow", "HPM_BACKGROUND=0", NULL, &took);
     CHECK(st == 0, "the only program thread ended with pthread_exit while CCoW's thread ran: exit status %d after %.1f s (want 0; -1: still running)",
           st, took);
