@@ -16,11 +16,6 @@
  * this often whether the program's own threads have all ended
  * (prim.h, program_gone), and end then, so that the process exits. */
 #define HPM_GONE_LOOK_NS (250ull * 1000000)
-/* After a hint that the program's last thread is ending (init.c,
- * _hpm_program_may_be_gone), the background thread looks this often, for
- * up to HPM_GONE_SOON_LOOKS times. */
-#define HPM_GONE_SOON_NS (1ull * 1000000)
-#define HPM_GONE_SOON_LOOKS 100
 
 /* ---- provided by the core ---- */
 /* Live counters. Points at the published area once publish.c has set it

@@ -124,12 +124,14 @@ void _hpm_init_slow(void) {
  * given back. hint_seen is the last hint it acted on, so a hint given
  * before it first waits is seen, not lost. */
 static uint32_t hint_seen;
+#define GONE_SOON_NS (1ull * 1000000)   /* after a hint: a look every millisecond, */
+#define GONE_SOON_LOOKS 100              /* 100 times */
 
 static bool gone(void) { return _hpm_os->program_gone && _hpm_os->program_gone(); }
 
 static bool gone_soon(void) {
-    for (int i = 0; i < HPM_GONE_SOON_LOOKS; i++) {
-        _hpm_os->sleep_ns(HPM_GONE_SOON_NS);
+    for (int i = 0; i < GONE_SOON_LOOKS; i++) {
+        _hpm_os->sleep_ns(GONE_SOON_NS);
         if (gone()) return true;
     }
     return false;

@@ -23,7 +23,8 @@
  *    background thread started; it writes the time of its end to a file
  *    (HPMT_STAMP). The process must exit within 100 ms of it (the median
  *    of 3 runs): the worker's end wakes the background thread, which
- *    then looks every millisecond (init.c, _hpm_program_may_be_gone).
+ *    then looks every millisecond (heap.c, _hpm_gone_hint; init.c,
+ *    background_sleep).
  *    Before, it looked every 250 ms only, and such a process exited about
  *    240 ms late.
  * 2. "ccow": with CCoW on ("all") and HPM_BACKGROUND=0, a 64 MiB heap and a
