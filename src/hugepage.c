@@ -766,6 +766,22 @@ bool _hpm_ph_grow_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages) {
     return true;
 }
 
+/* A medium span grows in place, inside its hugepage, when the pages
+ * right after it there are all free. */
+bool _hpm_ph_grow_medium(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages) {
+    hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
+    if (s->kind != SPAN_MEDIUM || n_pages <= s->n_pages) return false;
+    size_t end = ((s->start >> HPM_PAGE_SHIFT) & (HPM_PAGES_PER_HP - 1)) + s->n_pages, extra = n_pages - s->n_pages;
+    if (end + extra > HPM_PAGES_PER_HP) return false;
+    hpm_hp_t *hp = hpm_hp_of_addr(ph, s->start);
+    if (_hpm_bits_count_range(hp->free_bits, (unsigned)end, (unsigned)extra) != extra) return false;
+    hp_use_pages(ph, hp, (unsigned)end, (unsigned)extra, s);
+    span_set_range(s, s->start, n_pages);
+    hpm_ph_changed(ph);
+    hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
+    return true;
+}
+
 hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes) {
     size_t align_pages = align_bytes >> HPM_PAGE_SHIFT;
     size_t total = n_pages + align_pages - 1;

@@ -334,6 +334,10 @@ HPM_INTERNAL void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *span);
  * (THP and off modes); false, and nothing changed, when they are not all
  * free. The caller holds ph->lock. */
 HPM_INTERNAL bool _hpm_ph_grow_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages);
+/* Grow a medium span in place to n_pages with the pages right after it
+ * in its hugepage; false, and nothing changed, when they are not all free
+ * or lie past its hugepage. The caller holds ph->lock. */
+HPM_INTERNAL bool _hpm_ph_grow_medium(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages);
 /* Shrink a large span in place to n_pages (HPM_LARGE_MIN_PAGES or more,
  * fewer than it has): its last pages go back. The caller holds ph->lock. */
 HPM_INTERNAL void _hpm_ph_shrink_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages);

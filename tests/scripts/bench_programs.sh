@@ -7,7 +7,7 @@
 # deliberately broken allocator (an LD_PRELOAD shim that hands out the same
 # block twice) and must fail with exit 3 and "CHECK FAILED", never report a
 # time. The standard workloads (larson, xmalloc, rptest, mstress, alloc_test,
-# cache_thrash, cache_scratch, glibc_bench) and malloc_stall also run under hpmalloc
+# cache_thrash, cache_scratch, glibc_bench), malloc_stall and realloc_chain also run under hpmalloc
 # (build/libhpmalloc.so) and must pass their self-checks there, and
 # `hpm bench --alloc NAME=LIB.so[,VAR=VALUE]` must run a library given so;
 # bench/scripts/pairs.sh prints its pairs and their median ratio, and
@@ -39,6 +39,7 @@ declare -A tiny=(
   [glibc_bench]="--threads 2 --blocks 64 --seconds 0.1"
   [aging]="--peak 4M --rounds 2 --sleep-ms 100"
   [malloc_stall]="--count 64"
+  [realloc_chain]="--chains 20 --from 5000 --to 300000"
   [glibc_simple]="--iters 4000"
   [malloc_large]="--iters 20 --size 1M"
   [mleak]="--threads 4 --rounds 10 --slots 16"
@@ -155,7 +156,7 @@ check "[[ \$? -eq 2 ]]" "larson --seconds 0 must exit 2"
 # Under hpmalloc: every standard workload passes its own self-check.
 hpm_lib=build/libhpmalloc.so
 if [[ -r $hpm_lib ]]; then
-  for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench malloc_stall glibc_simple malloc_large mleak thread_pool; do
+  for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench malloc_stall realloc_chain glibc_simple malloc_large mleak thread_pool; do
     timeout 60 env LD_PRELOAD=$hpm_lib $B/$p ${tiny[$p]} --seed 5 >"$tmp/h" 2>&1
     check "[[ \$? -eq 0 ]] && result_ok '$tmp/h' '$p'" "$p under hpmalloc: $(tail -n 1 "$tmp/h")"
   done

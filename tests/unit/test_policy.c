@@ -760,6 +760,36 @@ static void test_release_for_growth(void) {
     CHECK(_hpm_check_pageheap(ph, why), "sound pageheap: %s", why);
 }
 
+/* A medium span grows in place over free pages right after it in its
+ * hugepage (_hpm_ph_grow_medium, realloc's growth), and not over a live
+ * span, nor past its hugepage's end; a refusal changes nothing. */
+static void test_grow_medium(void) {
+    hpm_pageheap_t *ph = new_ph();
+    char why[256];
+    hpm_span_t *a = alloc(ph, 16, SPAN_MEDIUM), *b = alloc(ph, 16, SPAN_MEDIUM);
+    CHECK(a && b && b->start == a->start + 16 * HPM_PAGE_BYTES, "first fit: b right after a");
+    size_t used = ph->used_pages_total;
+    CHECK(!_hpm_ph_grow_medium(ph, a, 24) && a->n_pages == 16 && ph->used_pages_total == used, "grew over a live span");
+    _hpm_ph_free_span(ph, b);
+    CHECK(_hpm_ph_grow_medium(ph, a, 40) && a->n_pages == 40, "no growth over free pages: %u pages", a->n_pages);
+    CHECK(ph->used_pages_total == used + 8, "used pages %zu, want %zu", ph->used_pages_total, used + 8);
+    hpm_hp_t *hp = hpm_hp_of_addr(ph, a->start);
+    unsigned first = (unsigned)((a->start >> HPM_PAGE_SHIFT) & (HPM_PAGES_PER_HP - 1));
+    bool mapped = true;
+    for (unsigned i = 0; i < 40; i++) mapped &= hpm_hp_map(hp)[first + i] == a;
+    CHECK(mapped && _hpm_bits_count_range(hp->free_bits, first, 40) == 0, "grown pages not the span's");
+    CHECK(_hpm_check_pageheap(ph, why), "sound pageheap after growth: %s", why);
+    size_t to_end = HPM_PAGES_PER_HP - first;
+    CHECK(!_hpm_ph_grow_medium(ph, a, to_end + 1) && a->n_pages == 40, "grew past its hugepage");
+    CHECK(_hpm_ph_grow_medium(ph, a, to_end) && a->n_pages == to_end, "no growth to the hugepage's end");
+    hpm_span_t *l = _hpm_ph_alloc_large(ph, 600, HPM_PAGE_BYTES);
+    CHECK(l && !_hpm_ph_grow_medium(ph, l, 700), "a large span grew as a medium one");
+    _hpm_ph_free_span(ph, l);
+    _hpm_ph_free_span(ph, a);
+    CHECK(ph->used_pages_total == 0 && _hpm_check_pageheap(ph, why), "every page back: %zu used (%s)",
+          ph->used_pages_total, why);
+}
+
 int main(void) {
     void *volatile first = malloc(1);   /* initialise the real allocator (metadata) */
     free(first);
@@ -778,6 +808,7 @@ int main(void) {
     test_large_and_slack();
     test_large_end_run();
     test_release_for_growth();
+    test_grow_medium();
     test_out_of_memory();
     test_random_invariants();
     test_checker_finds_damage();
