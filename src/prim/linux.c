@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -16,6 +17,7 @@
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 #include "prim.h"
 
@@ -206,6 +208,60 @@ typedef struct {
 
 static start_slot_t start_slots[8];   /* threads being started at once: the library has at most 3 */
 
+static bool linux_program_gone(void);
+
+#if defined(__SANITIZE_ADDRESS__)   /* gcc's */
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)   /* clang's */
+#define UNDER_ASAN 1
+#endif
+#endif
+#if defined(UNDER_ASAN)
+#include <sanitizer/common_interface_defs.h>   /* ASan is told of the switch of stacks, or it warns of false reports */
+#define SWITCH_STACK_START(bottom, size) __sanitizer_start_switch_fiber(NULL, (bottom), (size))
+#define SWITCH_STACK_FINISH() __sanitizer_finish_switch_fiber(NULL, NULL, NULL)
+#else
+#define SWITCH_STACK_START(bottom, size) ((void)0)
+#define SWITCH_STACK_FINISH() ((void)0)
+#endif
+
+static void exit_zero(void) {
+    SWITCH_STACK_FINISH();
+    exit(0);
+}
+
+/* The process's exit, by the last thread of all, on a stack as large as
+ * a thread of the program gets by default (pthread_getattr_default_np:
+ * RLIMIT_STACK, 8 MiB here), mapped now: glibc would run exit(0) and with
+ * it the program's atexit handlers and destructors on this thread's own
+ * stack, 1 MiB, where a handler that needed more crashed (a thread's
+ * stack counts whole against RLIMIT_AS, so the library's threads keep
+ * small ones). Returns when the stack cannot be mapped; glibc's exit
+ * then follows on the thread's own stack, as before. */
+static void exit_on_program_stack(void) {
+    size_t bytes = (size_t)8 << 20;
+    pthread_attr_t attr;
+    if (pthread_getattr_default_np(&attr) == 0) {
+        pthread_attr_getstacksize(&attr, &bytes);
+        pthread_attr_destroy(&attr);
+    }
+    if (bytes < ((size_t)1 << 20)) bytes = (size_t)1 << 20;
+    if (bytes > ((size_t)256 << 20)) bytes = (size_t)256 << 20;
+    size_t guard = 4096;
+    char *base = mmap(NULL, bytes + guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (base == MAP_FAILED) return;
+    mprotect(base, guard, PROT_NONE);   /* an overflow faults, as on a thread's stack */
+    static ucontext_t uc;   /* once per process: only the last thread of all gets here */
+    if (getcontext(&uc) != 0) return;
+    uc.uc_stack.ss_sp = base + guard;
+    uc.uc_stack.ss_size = bytes;
+    uc.uc_link = NULL;
+    makecontext(&uc, exit_zero, 0);
+    SWITCH_STACK_START(base + guard, bytes);   /* NULL: the thread's own stack is left for good */
+    setcontext(&uc);
+}
+
 static void *own_thread_main(void *slot_ptr) {
     start_slot_t *slot = slot_ptr;
     atomic_fetch_add(&_hpm_own_threads, 1);
@@ -213,6 +269,9 @@ static void *own_thread_main(void *slot_ptr) {
     void *arg = slot->arg;
     atomic_store_explicit(&slot->busy, false, memory_order_release);
     void *r = fn(arg);
+    /* the last of the library's threads, and none of the program's left:
+     * this thread's end would exit the process (exit(0) in glibc) */
+    if (atomic_load(&_hpm_own_threads) == 1 && linux_program_gone()) exit_on_program_stack();
     atomic_fetch_sub(&_hpm_own_threads, 1);
     return r;
 }
@@ -239,7 +298,7 @@ static int linux_thread_start(void *(*fn)(void *), void *arg) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 1024 * 1024);   /* the last one runs the program's atexit handlers (exit(0)); under RLIMIT_AS it counts whole: docs/allocator.md */
+    pthread_attr_setstacksize(&attr, 1024 * 1024);   /* under RLIMIT_AS it counts whole; the exit runs on a stack of its own (exit_on_program_stack) */
     int e = pthread_create(&t, &attr, own_thread_main, slot);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
