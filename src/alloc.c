@@ -432,36 +432,43 @@ static bool realloc_in_place(hpm_span_t *s, size_t size) {
     return done;
 }
 
-/* A medium block that grows moves to a span of the pageheap's, and its
- * old span goes back there: neither passes through the span caches. A
- * buffer that grows by realloc (a string builder, Perl's stack, CPython's
- * writers) visits each medium class once per chain, so a span it left in
- * a class's cache waited for a chain that might never come, while in the
- * pageheap its pages serve the next, larger step or any other span. Perl's
- * hash run held 9 such spans, 6.2 MiB, at its end. The new span still
- * has its class's pages, so the next steps of the chain stay in it (4
- * classes per doubling). Two pageheap locks beside a copy of 8 KiB or
- * more. NULL (nothing moved) when the pageheap has no span for it. */
+/* A medium block that grows grows in place when the pages after it in
+ * its hugepage are free; otherwise it moves, to a span of the pageheap's
+ * (or a large one), and its old span goes back to the pageheap: neither
+ * passes through the span caches. A buffer that grows by realloc (a string
+ * builder, Perl's stack, CPython's writers) visits each medium class once
+ * per chain, so a span it left in a class's cache waited for a chain that
+ * might never come, while in the pageheap its pages serve the next,
+ * larger step or any other span. Perl's hash run held 9 such spans,
+ * 6.2 MiB, at its end. The new span has its class's pages, so the next
+ * steps of the chain stay in it (4 classes per doubling). NULL (errno
+ * set, p untouched) only when no memory is left. */
 static void *realloc_medium_grow(void *p, hpm_span_t *old, size_t size) {
     hpm_heap_t *h = heap_get();
-    if (unlikely(!h)) return NULL;
-    size_t pages = hpm_medium_pages(hpm_medium_class((size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT));
     size_t old_pages = old->n_pages;
-    pthread_mutex_lock(&_hpm_ph.lock);
-    bool grown = _hpm_ph_grow_medium(&_hpm_ph, old, pages);
-    hpm_span_t *s = grown ? old : _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
-    hpm_ph_unlock(&_hpm_ph);
-    hpm_collapse_poll();
-    background_check();
-    if (!s) return NULL;
-    hpm_used_add(h, (int64_t)(grown ? pages - old_pages : pages) << HPM_PAGE_SHIFT);
-    if (grown) return p;
-    memcpy((void *)s->start, p, old_pages << HPM_PAGE_SHIFT);
-    hpm_used_sub(h, (uint64_t)old_pages << HPM_PAGE_SHIFT);
+    void *q = NULL;
+    if (h && size <= ((size_t)(HPM_LARGE_MIN_PAGES - 1) << HPM_PAGE_SHIFT)) {   /* size > 8 KiB: 3 pages or more */
+        size_t pages = hpm_medium_pages(hpm_medium_class((size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT));
+        pthread_mutex_lock(&_hpm_ph.lock);
+        bool grown = _hpm_ph_grow_medium(&_hpm_ph, old, pages);
+        hpm_span_t *s = grown ? old : _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
+        hpm_ph_unlock(&_hpm_ph);
+        hpm_collapse_poll();
+        background_check();
+        if (s) {
+            hpm_used_add(h, (int64_t)(grown ? pages - old_pages : pages) << HPM_PAGE_SHIFT);
+            if (grown) return p;
+            q = (void *)s->start;
+        }
+    }
+    if (!q) q = hpm_malloc(size);   /* a large block, or none left as a medium span: the ordinary path and its retry */
+    if (!q) return NULL;
+    memcpy(q, p, old_pages << HPM_PAGE_SHIFT);
+    if (h) hpm_used_sub(h, (uint64_t)old_pages << HPM_PAGE_SHIFT);
     pthread_mutex_lock(&_hpm_ph.lock);
     _hpm_ph_free_span(&_hpm_ph, old);
     hpm_ph_unlock(&_hpm_ph);
-    return (void *)s->start;
+    return q;
 }
 
 HPM_API void *hpm_realloc(void *p, size_t size) {
@@ -472,10 +479,9 @@ HPM_API void *hpm_realloc(void *p, size_t size) {
     if (!usable) usable = size_slow(p, "realloc");
     if (size <= usable && size >= usable / 2) return p;
     if (usable > HPM_SMALL_MAX_BYTES && realloc_in_place(hpm_span_of(p), size)) return p;
-    if (usable > HPM_SMALL_MAX_BYTES && size > usable && size <= ((size_t)(HPM_LARGE_MIN_PAGES - 1) << HPM_PAGE_SHIFT)) {
-        hpm_span_t *old = hpm_span_of(p);   /* live_span_bytes found it live: a medium or aligned span */
-        void *q = old->kind == SPAN_MEDIUM ? realloc_medium_grow(p, old, size) : NULL;
-        if (q) return q;
+    if (usable > HPM_SMALL_MAX_BYTES && size > usable) {
+        hpm_span_t *old = hpm_span_of(p);   /* live_span_bytes found it live */
+        if (old->kind == SPAN_MEDIUM) return realloc_medium_grow(p, old, size);
     }
     void *q = hpm_malloc(size);
     if (!q) return NULL;     /* p stays valid */
