@@ -62,6 +62,7 @@ def main():
     by_owner = collections.defaultdict(lambda: [0, 0])         # slabs, pages
     other_pages = 0
     others = collections.defaultdict(lambda: [0, 0])           # (kind, cached) -> spans, pages
+    cached_sizes = collections.Counter()                       # pages of a cached medium span -> spans
     slab_sizes = collections.Counter()   # slab pages -> slabs
     fill = []                            # "pages in use/longest free run" of each active hugepage
     for i in range(top):
@@ -90,6 +91,8 @@ def main():
                 o = others[(KINDS.get(int(s["kind"]), str(int(s["kind"]))), "cached" if int(s["cached"]) else "live")]
                 o[0] += 1
                 o[1] += n
+                if int(s["cached"]):
+                    cached_sizes[n] += 1
                 page += n
                 continue
             lst = int(s["list"])
@@ -112,6 +115,8 @@ def main():
     print("spans other than slabs: %d pages" % other_pages)
     for (kind, state), (n, pages) in sorted(others.items()):
         print("  %s %s: %d spans, %d pages" % (kind, state, n, pages))
+    if cached_sizes:
+        print("  cached medium spans by pages: " + ", ".join("%d of %d" % (c, n) for n, c in sorted(cached_sizes.items())))
     print("slabs by size: " + ", ".join("%d of %d pages" % (c, n) for n, c in sorted(slab_sizes.items())))
     print("slabs by list: list, slabs, pages, capacity KiB, in use KiB (CURRENT: not kept)")
     for name, (n, pages, cap, used) in sorted(by_list.items()):
