@@ -471,6 +471,20 @@ static void *realloc_medium_grow(void *p, hpm_span_t *old, size_t size) {
     return q;
 }
 
+/* A medium block that shrinks to less than half, and stays medium, keeps
+ * its start and gives its last pages back to the pageheap, down to its
+ * new class's page count: no copy, and no span left in a cache. */
+static bool realloc_medium_shrink(hpm_span_t *s, size_t size) {
+    size_t pages = hpm_medium_pages(hpm_medium_class((size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT)), old_pages = s->n_pages;
+    hpm_heap_t *h = heap_get();
+    if (!h || pages >= old_pages) return false;
+    pthread_mutex_lock(&_hpm_ph.lock);
+    _hpm_ph_shrink_large(&_hpm_ph, s, pages);
+    hpm_ph_unlock(&_hpm_ph);
+    hpm_used_sub(h, (uint64_t)(old_pages - pages) << HPM_PAGE_SHIFT);
+    return true;
+}
+
 HPM_API void *hpm_realloc(void *p, size_t size) {
     if (!p) return hpm_malloc(size);
     if (size == 0) { hpm_free(p); return NULL; }
@@ -482,6 +496,10 @@ HPM_API void *hpm_realloc(void *p, size_t size) {
     if (usable > HPM_SMALL_MAX_BYTES && size > usable) {
         hpm_span_t *old = hpm_span_of(p);   /* live_span_bytes found it live */
         if (old->kind == SPAN_MEDIUM) return realloc_medium_grow(p, old, size);
+    }
+    if (usable > HPM_SMALL_MAX_BYTES && size > HPM_SMALL_MAX_BYTES && size < usable) {   /* under half: see above */
+        hpm_span_t *old = hpm_span_of(p);
+        if (old->kind == SPAN_MEDIUM && realloc_medium_shrink(old, size)) return p;
     }
     void *q = hpm_malloc(size);
     if (!q) return NULL;     /* p stays valid */

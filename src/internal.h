@@ -339,7 +339,8 @@ HPM_INTERNAL bool _hpm_ph_grow_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n
  * or lie past its hugepage. The caller holds ph->lock. */
 HPM_INTERNAL bool _hpm_ph_grow_medium(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages);
 /* Shrink a large span in place to n_pages (HPM_LARGE_MIN_PAGES or more,
- * fewer than it has): its last pages go back. The caller holds ph->lock. */
+ * fewer than it has), or a medium one (at least one page): its last pages
+ * go back. The caller holds ph->lock. */
 HPM_INTERNAL void _hpm_ph_shrink_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages);
 /* (Re)initialises the pageheap lock as an adaptive mutex (init, fork child). */
 HPM_INTERNAL void _hpm_ph_lock_init(hpm_pageheap_t *ph);

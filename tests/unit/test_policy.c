@@ -762,7 +762,8 @@ static void test_release_for_growth(void) {
 
 /* A medium span grows in place over free pages right after it in its
  * hugepage (_hpm_ph_grow_medium, realloc's growth), and not over a live
- * span, nor past its hugepage's end; a refusal changes nothing. */
+ * span, nor past its hugepage's end; a refusal changes nothing. It
+ * shrinks in place too (_hpm_ph_shrink_large): the tail pages are free. */
 static void test_grow_medium(void) {
     hpm_pageheap_t *ph = new_ph();
     char why[256];
@@ -782,6 +783,14 @@ static void test_grow_medium(void) {
     size_t to_end = HPM_PAGES_PER_HP - first;
     CHECK(!_hpm_ph_grow_medium(ph, a, to_end + 1) && a->n_pages == 40, "grew past its hugepage");
     CHECK(_hpm_ph_grow_medium(ph, a, to_end) && a->n_pages == to_end, "no growth to the hugepage's end");
+    size_t before = ph->used_pages_total;   /* a shrink gives the tail back, the start stays */
+    uintptr_t start = a->start;
+    _hpm_ph_shrink_large(ph, a, 10);
+    CHECK(a->start == start && a->n_pages == 10 && ph->used_pages_total == before - (to_end - 10),
+          "shrink to 10 pages: %u pages, %zu used (want %zu)", a->n_pages, ph->used_pages_total, before - (to_end - 10));
+    CHECK(_hpm_bits_count_range(hp->free_bits, first + 10, (unsigned)to_end - 10) == to_end - 10 && hpm_hp_map(hp)[first + 10] == NULL,
+          "the tail is not free");
+    CHECK(_hpm_check_pageheap(ph, why), "sound pageheap after the shrink: %s", why);
     hpm_span_t *l = _hpm_ph_alloc_large(ph, 600, HPM_PAGE_BYTES);
     CHECK(l && !_hpm_ph_grow_medium(ph, l, 700), "a large span grew as a medium one");
     _hpm_ph_free_span(ph, l);

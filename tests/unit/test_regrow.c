@@ -23,6 +23,11 @@
  *    it leaves go back to the pageheap, not into the thread's cache or
  *    the central one: once the buffer is freed, the pageheap has no more
  *    pages in use than before it (_hpm_ph_grow_medium, realloc_medium_grow).
+ * 8. A medium block of 900 KB shrunk to 100 KB keeps its start and its
+ *    first 100 KB, and its tail pages go back to the pageheap (its usable
+ *    size is its new class's, the used pages drop by the difference);
+ *    grown back to 200 KB it stays where it is, over the pages it gave
+ *    back. The library before moved it.
  * Before in-place growth, part 1 failed at its first step (every realloc
  * of a large block moved); before medium growth, part 7 found 26 moves
  * in 44 steps and the thread's cache grown from 640 to 916 KiB. */
@@ -300,6 +305,34 @@ static void test_medium_chain(void) {
     printf("medium chain: %d steps, %d moves, used pages %zu -> %zu\n", steps, moved, pages0, used_pages());
 }
 
+static void test_medium_shrink(void) {
+    char why[256] = "";
+    size_t n = 900000, m = 100000;
+    unsigned char *p = malloc(n);
+    CHECK(p != NULL, "malloc(%zu)", n);
+    if (!p) return;
+    fill(p, 0, n, 9);
+    size_t usable0 = malloc_usable_size(p), pages0 = used_pages();
+    unsigned char *q = realloc(p, m);
+    CHECK(q == p, "a shrink from %zu to %zu moved the block", n, m);
+    if (!q) return;
+    CHECK(intact(q, m, 9), "contents after the shrink");
+    size_t usable = malloc_usable_size(q);
+    CHECK(usable >= m && usable < m + m / 4 + 4096, "usable %zu after the shrink to %zu", usable, m);
+    CHECK(used_pages() + (usable0 - usable) / 4096 == pages0, "used pages %zu after the shrink, %zu before, %zu given back",
+          used_pages(), pages0, (usable0 - usable) / 4096);
+    void *base = NULL;
+    size_t len = 0;
+    CHECK(hpm_range(q + m - 1, &base, &len) && base == q && len == usable, "hpm_range after the shrink: %zu", len);
+    CHECK(pageheap_ok(why), "pageheap after the shrink: %s", why);
+    unsigned char *r = realloc(q, 2 * m);
+    CHECK(r == q, "growth back over the pages just given back moved the block");
+    if (r) q = r;
+    CHECK(intact(q, m, 9), "contents after growing back");
+    CHECK(pageheap_ok(why), "pageheap after growing back: %s", why);
+    free(q);
+}
+
 int main(void) {
     free(malloc(1));   /* the heap exists before the baseline */
     (void)bytes_in_use();   /* and what the first hpm_stats_get keeps */
@@ -311,6 +344,7 @@ int main(void) {
     test_shrink();
     test_threads();
     test_medium_chain();
+    test_medium_shrink();
     hpm_trim();
     CHECK(used_pages() <= pages0 + 256, "used pages %zu after the test, %zu before", used_pages(), pages0);
     /* within a page: the counters' own reads (fopen of smaps_rollup) leave a few hundred bytes */
