@@ -173,14 +173,18 @@ static void *alloc_aligned(size_t alignment, size_t size) {
 
 /* ---- free ---- */
 
+static void span_to_pageheap(hpm_span_t *s) {
+    pthread_mutex_lock(&_hpm_ph.lock);
+    _hpm_ph_free_span(&_hpm_ph, s);
+    hpm_ph_unlock(&_hpm_ph);
+}
+
 static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     if (hpm_span_cached(s)) _hpm_fatal(fn, p, "double free (allocation is already free)");
     if (h) hpm_used_sub(h, (uint64_t)s->n_pages << HPM_PAGE_SHIFT);
     if (h && _hpm_spancache_put(h, s)) return;   /* kept for this thread */
-    pthread_mutex_lock(&_hpm_ph.lock);
-    _hpm_ph_free_span(&_hpm_ph, s);
-    hpm_ph_unlock(&_hpm_ph);
+    span_to_pageheap(s);
 }
 
 /* The checks of a block start that failed: say which. */
@@ -423,7 +427,7 @@ static bool realloc_in_place(hpm_span_t *s, size_t size) {
     size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT, old_pages = s->n_pages;
     if (pages < old_pages && pages < HPM_LARGE_MIN_PAGES) return false;
     pthread_mutex_lock(&_hpm_ph.lock);
-    bool done = pages < old_pages ? (_hpm_ph_shrink_large(&_hpm_ph, s, pages), true)
+    bool done = pages < old_pages ? (_hpm_ph_shrink_span(&_hpm_ph, s, pages), true)
                                   : _hpm_ph_grow_large(&_hpm_ph, s, pages);
     hpm_ph_unlock(&_hpm_ph);
     hpm_collapse_poll();
@@ -465,9 +469,7 @@ static void *realloc_medium_grow(void *p, hpm_span_t *old, size_t size) {
     if (!q) return NULL;
     memcpy(q, p, old_pages << HPM_PAGE_SHIFT);
     if (h) hpm_used_sub(h, (uint64_t)old_pages << HPM_PAGE_SHIFT);
-    pthread_mutex_lock(&_hpm_ph.lock);
-    _hpm_ph_free_span(&_hpm_ph, old);
-    hpm_ph_unlock(&_hpm_ph);
+    span_to_pageheap(old);
     return q;
 }
 
@@ -479,7 +481,7 @@ static bool realloc_medium_shrink(hpm_span_t *s, size_t size) {
     hpm_heap_t *h = heap_get();
     if (!h || pages >= old_pages) return false;
     pthread_mutex_lock(&_hpm_ph.lock);
-    _hpm_ph_shrink_large(&_hpm_ph, s, pages);
+    _hpm_ph_shrink_span(&_hpm_ph, s, pages);
     hpm_ph_unlock(&_hpm_ph);
     hpm_used_sub(h, (uint64_t)(old_pages - pages) << HPM_PAGE_SHIFT);
     return true;
@@ -492,14 +494,11 @@ HPM_API void *hpm_realloc(void *p, size_t size) {
     if (!usable) usable = live_span_bytes(p);
     if (!usable) usable = size_slow(p, "realloc");
     if (size <= usable && size >= usable / 2) return p;
-    if (usable > HPM_SMALL_MAX_BYTES && realloc_in_place(hpm_span_of(p), size)) return p;
-    if (usable > HPM_SMALL_MAX_BYTES && size > usable) {
-        hpm_span_t *old = hpm_span_of(p);   /* live_span_bytes found it live */
-        if (old->kind == SPAN_MEDIUM) return realloc_medium_grow(p, old, size);
-    }
-    if (usable > HPM_SMALL_MAX_BYTES && size > HPM_SMALL_MAX_BYTES && size < usable) {   /* under half: see above */
-        hpm_span_t *old = hpm_span_of(p);
-        if (old->kind == SPAN_MEDIUM && realloc_medium_shrink(old, size)) return p;
+    if (usable > HPM_SMALL_MAX_BYTES) {   /* a span, which live_span_bytes or size_slow found live */
+        hpm_span_t *s = hpm_span_of(p);
+        if (realloc_in_place(s, size)) return p;   /* large */
+        if (s->kind == SPAN_MEDIUM && size > usable) return realloc_medium_grow(p, s, size);
+        if (s->kind == SPAN_MEDIUM && size > HPM_SMALL_MAX_BYTES && realloc_medium_shrink(s, size)) return p;   /* under half */
     }
     void *q = hpm_malloc(size);
     if (!q) return NULL;     /* p stays valid */

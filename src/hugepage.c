@@ -835,7 +835,7 @@ void _hpm_ph_free_span(hpm_pageheap_t *ph, hpm_span_t *s) {
 /* realloc's shrink in place: the pages past n_pages go back, the start
  * stays. The range is cut first, so that hpm_range never finds the span
  * over pages the map no longer gives it. */
-void _hpm_ph_shrink_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages) {
+void _hpm_ph_shrink_span(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages) {
     hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
     hpm_assert(((s->kind == SPAN_LARGE && n_pages >= HPM_LARGE_MIN_PAGES) || (s->kind == SPAN_MEDIUM && n_pages > 0)) &&
                n_pages < s->n_pages);

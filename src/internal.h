@@ -341,7 +341,7 @@ HPM_INTERNAL bool _hpm_ph_grow_medium(hpm_pageheap_t *ph, hpm_span_t *s, size_t 
 /* Shrink a large span in place to n_pages (HPM_LARGE_MIN_PAGES or more,
  * fewer than it has), or a medium one (at least one page): its last pages
  * go back. The caller holds ph->lock. */
-HPM_INTERNAL void _hpm_ph_shrink_large(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages);
+HPM_INTERNAL void _hpm_ph_shrink_span(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages);
 /* (Re)initialises the pageheap lock as an adaptive mutex (init, fork child). */
 HPM_INTERNAL void _hpm_ph_lock_init(hpm_pageheap_t *ph);
 /* Put an empty, unbacked hugepage on the released list. */

@@ -763,7 +763,7 @@ static void test_release_for_growth(void) {
 /* A medium span grows in place over free pages right after it in its
  * hugepage (_hpm_ph_grow_medium, realloc's growth), and not over a live
  * span, nor past its hugepage's end; a refusal changes nothing. It
- * shrinks in place too (_hpm_ph_shrink_large): the tail pages are free. */
+ * shrinks in place too (_hpm_ph_shrink_span): the tail pages are free. */
 static void test_grow_medium(void) {
     hpm_pageheap_t *ph = new_ph();
     char why[256];
@@ -785,7 +785,7 @@ static void test_grow_medium(void) {
     CHECK(_hpm_ph_grow_medium(ph, a, to_end) && a->n_pages == to_end, "no growth to the hugepage's end");
     size_t before = ph->used_pages_total;   /* a shrink gives the tail back, the start stays */
     uintptr_t start = a->start;
-    _hpm_ph_shrink_large(ph, a, 10);
+    _hpm_ph_shrink_span(ph, a, 10);
     CHECK(a->start == start && a->n_pages == 10 && ph->used_pages_total == before - (to_end - 10),
           "shrink to 10 pages: %u pages, %zu used (want %zu)", a->n_pages, ph->used_pages_total, before - (to_end - 10));
     CHECK(_hpm_bits_count_range(hp->free_bits, first + 10, (unsigned)to_end - 10) == to_end - 10 && hpm_hp_map(hp)[first + 10] == NULL,

@@ -1,5 +1,5 @@
 /* test_regrow.c: realloc of large blocks in place (_hpm_ph_grow_large,
- * _hpm_ph_shrink_large; docs/allocator.md, "realloc").
+ * _hpm_ph_shrink_span; docs/allocator.md, "realloc").
  *
  * 1. A block of 3 MiB grown 30 times by 212 KiB, with nothing allocated
  *    between the steps, never moves: the pages after it are free (the
