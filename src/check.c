@@ -9,8 +9,9 @@
  *     (or on a private pageheap, as tests/unit/test_policy.c does);
  *   _hpm_check_span: a slab by its owner thread only (free and used are
  *     owner-only), a medium or large span by the thread that holds it;
- *   _hpm_check_heap: the heap's own thread, inside its gate (the idle
- *     drain, spancache.c, may be taking its span cache meanwhile).
+ *   _hpm_check_heap: the heap's own thread, inside its gates (gate.h: the
+ *     idle drain may be taking its span cache meanwhile, the asleep drain
+ *     its slabs).
  * The invariants are the ones the file comments of hugepage.c, filler.c,
  * release.c, slab.c, heap.c and spancache.c state. */
 #include <stdarg.h>
@@ -343,10 +344,12 @@ bool _hpm_check_all(char *why) {
     bool ok = _hpm_check_pageheap(&_hpm_ph, why);
     hpm_ph_unlock(&_hpm_ph);
     hpm_heap_t *h = hpm_my_heap();
-    if (ok && h) {   /* inside the heap's gate: the idle drain may be taking its span cache */
+    if (ok && h) {   /* inside the heap's gates: the drains may be taking its span cache or slabs */
+        _hpm_heap_slab_gate_enter(h);
         uint32_t in = _hpm_heap_gate_enter(h);
         ok = _hpm_check_heap(h, why);
         _hpm_heap_gate_leave(h, in);
+        _hpm_heap_slab_gate_leave(h);
     }
     return ok;
 }

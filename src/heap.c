@@ -19,12 +19,21 @@
  * coloured heap) goes into the slab under the list's lock, and the slab
  * returns to the pageheap when that empties it.
  *
+ * The background thread gives back the slabs of an owner that sleeps
+ * while its blocks wait in its inbox (remote.c, "An asleep owner's
+ * inbox"): it takes them off the avail and full lists while the owner is
+ * outside its slab gate (slab_gate_enter), which the owner's slow paths
+ * pass.
+ *
  * Invariant: a slab is on exactly one of: a heap's current/avail/full, an
  * abandoned list of its class (owner NULL, under abandoned_lock[class]),
  * or none while it is moved. Only the owner, or the holder of the class's
- * abandoned lock for an abandoned slab, touches s->free and s->credit. */
+ * abandoned lock for an abandoned slab, writes s->free and s->credit (the
+ * asleep drain reads the credit). A slab becomes a heap's only inside
+ * that heap's slab gate. */
 #include <errno.h>
 #include <string.h>
+#include "gate.h"
 #include "internal.h"
 
 hpm_span_t _hpm_empty_span;
@@ -50,7 +59,12 @@ static bool many_heaps_backed_whole(void) {
 }
 
 bool _hpm_one_heap = true;
-uint32_t _hpm_gone_hint;
+uint32_t _hpm_gone_hint, _hpm_asleep_hint, _hpm_bg_wake;
+
+void _hpm_background_wake(void) {
+    __atomic_add_fetch(&_hpm_bg_wake, 1, __ATOMIC_RELEASE);
+    if (_hpm_os->wake_word) _hpm_os->wake_word(&_hpm_bg_wake);
+}
 
 static void heaps_in_use_set(unsigned n) {   /* heaps_lock held, or the only thread (fork child) */
     heaps_in_use = n;
@@ -110,6 +124,22 @@ static hpm_span_t *avail_pop(hpm_heap_t *h, unsigned cls) {
     if (s) avail_remove(h, cls, s);
     return s;
 }
+
+/* The slab gate (gate.h, slab_state): the owner is inside it wherever it
+ * moves slabs between its lists or works on a slab that is not current,
+ * so that the asleep drain (remote.c) may take slabs off those lists
+ * while it is outside. The slow paths nest (a free slow path under the
+ * inbox's drain under the allocation slow path): the depth counts. */
+static inline void slab_gate_enter(hpm_heap_t *h) {
+    if (h->slab_gate_depth++ == 0) (void)hpm_gate_enter(h, &h->slab_state);
+}
+
+static inline void slab_gate_leave(hpm_heap_t *h) {
+    if (--h->slab_gate_depth == 0) hpm_gate_leave(&h->slab_state, atomic_load_explicit(&h->slab_state, memory_order_relaxed));
+}
+
+void _hpm_heap_slab_gate_enter(hpm_heap_t *h) { slab_gate_enter(h); }
+void _hpm_heap_slab_gate_leave(hpm_heap_t *h) { slab_gate_leave(h); }
 
 /* ---- slabs to and from the pageheap ---- */
 
@@ -277,10 +307,13 @@ static hpm_span_t *heap_adopt(hpm_heap_t *h, unsigned cls) {
  * False when the slab was adopted meanwhile (the caller routes again). */
 static bool free_abandoned(hpm_heap_t *h, hpm_span_t *s, void **b) {
     unsigned cls = s->class_idx;
+    bool gated = h && may_adopt(h, cls);   /* a slab becomes h's only inside h's slab gate (remote.c's drain) */
+    if (gated) slab_gate_enter(h);
     pthread_mutex_lock(&abandoned_lock[cls]);
     if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL ||
         (s->list != LIST_ABANDONED && s->list != LIST_ABANDONED_FULL)) {
         pthread_mutex_unlock(&abandoned_lock[cls]);
+        if (gated) slab_gate_leave(h);
         return false;
     }
     b[0] = s->free;
@@ -296,6 +329,7 @@ static bool free_abandoned(hpm_heap_t *h, hpm_span_t *s, void **b) {
     pthread_mutex_unlock(&abandoned_lock[cls]);
     if (empty) slab_release(s);   /* no live block left: nobody else can reach it */
     else if (adopt) avail_append(h, cls, s);
+    if (gated) slab_gate_leave(h);
     return true;
 }
 
@@ -366,10 +400,15 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     }
     hpm_remote_poll(h);
     if (h->outbox_blocks) _hpm_remote_flush(h);
+    slab_gate_enter(h);
     hpm_span_t *s = h->current[cls];
     if (s != &_hpm_empty_span) {
         hand_return(h, cls);   /* an empty hand: every formatted block the slab does not hold is live */
-        if (slab_gather(s)) { hand_take(h, s); return hand_pop(h, cls); }
+        if (slab_gather(s)) {
+            hand_take(h, s);
+            slab_gate_leave(h);
+            return hand_pop(h, cls);
+        }
         h->current[cls] = &_hpm_empty_span;
         slist_push(&h->full[cls], s, LIST_FULL);
     }
@@ -380,19 +419,32 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     if (!s) s = kept_take(h, cls);
     if (!s) s = heap_adopt(h, cls);
     if (!s) s = slab_new(h, cls);
-    if (!s) { errno = ENOMEM; return NULL; }
+    if (!s) {
+        slab_gate_leave(h);
+        errno = ENOMEM;
+        return NULL;
+    }
     hpm_slab_set_list(s, LIST_CURRENT);
     h->current[cls] = s;
     hpm_check_internal(_hpm_check_span, s);
     hand_take(h, s);
+    slab_gate_leave(h);
     void *p = hand_pop(h, cls);
     hpm_collapse_poll();   /* slab_new may have queued it; the heap is whole again */
     return p;
 }
 
 /* A free into an own slab that is not current: a full one becomes
- * available, an empty one is kept or returns to the pageheap. */
+ * available, an empty one is kept or returns to the pageheap. The asleep
+ * drain may have given the slab back between the free's count and the
+ * gate (the free was of its last block outside the inbox, remote.c):
+ * then it is not ours any more, and nothing is left to do. */
 void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
+    slab_gate_enter(h);
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != h) {
+        slab_gate_leave(h);
+        return;
+    }
     unsigned cls = s->class_idx;
     if (s->list == LIST_FULL) {
         slist_remove(&h->full[cls], s);
@@ -400,12 +452,24 @@ void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
     }
     if (s->list == LIST_CURRENT) {   /* 2^30 frees into the hand: its count is not kept (hand_take) */
         hpm_slab_set_used(s, 0);
-        return;
-    }
-    if (hpm_slab_used(s) == 0 && s->list == LIST_AVAIL) {
+    } else if (hpm_slab_used(s) == 0 && s->list == LIST_AVAIL) {
         avail_remove(h, cls, s);
         slab_retire(h, s);
     }
+    slab_gate_leave(h);
+}
+
+/* The asleep drain's slabs (remote.c): h's gate is closed and its owner
+ * outside, so the lists are the drain's to change. */
+void _hpm_heap_release_drained(hpm_heap_t *h, hpm_span_t *list) {
+    slab_batch_t b = {.n = 0};
+    for (hpm_span_t *s = list, *next; s; s = next) {
+        next = s->drain_next;
+        if (s->list == LIST_AVAIL) avail_remove(h, s->class_idx, s);
+        else slist_remove(&h->full[s->class_idx], s);
+        batch_add(&b, s);
+    }
+    batch_flush(&b);
 }
 
 /* ---- heap lifetime ---- */
@@ -414,6 +478,7 @@ void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s) {
  * to the pageheap, the rest abandoned; then the inbox is closed and what
  * arrived meanwhile goes into the abandoned slabs. */
 static void heap_abandon(hpm_heap_t *h) {
+    slab_gate_enter(h);
     h->active = false;
     _hpm_remote_flush(h);
     _hpm_remote_drain(h);
@@ -457,15 +522,18 @@ static void heap_abandon(hpm_heap_t *h) {
     }
     batch_flush(&b);
     _hpm_remote_close(h);
+    slab_gate_leave(h);
 }
 
 static void heap_thread_exit(void *arg) {
     hpm_heap_t *h = arg;
     if (!h) return;
-    if (HPM_DEBUG >= 3) {   /* the span cache is the idle drain's too: checked inside the gate (another thread's out-of-memory retry drains busy heaps) */
+    if (HPM_DEBUG >= 3) {   /* the span cache and slab lists are the drains' too: checked inside the gates (another thread's out-of-memory retry drains busy heaps) */
+        slab_gate_enter(h);
         uint32_t in = _hpm_heap_gate_enter(h);
         hpm_check_expensive(_hpm_check_heap, h);
         _hpm_heap_gate_leave(h, in);
+        slab_gate_leave(h);
     }
     heap_abandon(h);
     _hpm_tls_heap = (hpm_heap_t *)&_hpm_no_heap;
@@ -477,7 +545,7 @@ static void heap_thread_exit(void *arg) {
     pthread_mutex_unlock(&heaps_lock);
     if (last) {   /* the program's last thread may be ending: the process must exit once it has (init.c, background_sleep) */
         __atomic_add_fetch(&_hpm_gone_hint, 1, __ATOMIC_RELAXED);
-        if (_hpm_os->wake_word) _hpm_os->wake_word(&_hpm_gone_hint);
+        _hpm_background_wake();
     }
 }
 
@@ -537,51 +605,106 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     return h;
 }
 
-/* The idle drain (spancache.c, "the idle drain's gate"): a heap whose
- * owner made no operation on its span cache or its emptied slabs for
- * idle_ticks calls in a row (and made one ever) has its cache drained and
- * its kept emptied slabs given back once, at the call that makes it
- * idle_ticks (0: every heap, now). A thread that only mallocs and frees
- * within its slabs counts as idle here, and its kept slabs go back: it
- * has not needed them for that long. Up to 64 heaps are closed, fenced with one membarrier and
- * drained per round. Under heaps_lock, so that no fork stops a drain
- * halfway (fork_prepare takes it first) and no heap is handed to a new
- * thread meanwhile. */
-uint64_t _hpm_idle_drains;
+/* The idle drain (spancache.c): a heap whose owner made no operation on
+ * its span cache or its emptied slabs for idle_ticks calls in a row (and
+ * made one ever) has its cache drained and its kept emptied slabs given
+ * back once, at the call that makes it idle_ticks (0: every heap, now). A
+ * thread that only mallocs and frees within its slabs counts as idle
+ * here, and its kept slabs go back: it has not needed them for that long.
+ * In the same rounds, the asleep drain (remote.c) of a heap whose inbox
+ * was found untaken and not empty at ib_wait calls in a row after the
+ * first (0: every other heap with blocks in its inbox, now). Up to 64
+ * heaps are closed, fenced with one membarrier and drained per round.
+ * Under heaps_lock, so that no fork stops a drain halfway (fork_prepare
+ * takes it first) and no heap is handed to a new thread meanwhile. */
+uint64_t _hpm_idle_drains, _hpm_asleep_drains, _hpm_asleep_slabs;
 
-bool _hpm_heaps_drain_idle(unsigned idle_ticks) {
+static bool idle_due(hpm_heap_t *h, unsigned idle_ticks) {
+    uint32_t st = atomic_load_explicit(&h->sc_state, memory_order_relaxed);
+    if (st != h->sc_seen_state) {
+        h->sc_seen_state = st;
+        h->sc_idle_ticks = 0;
+        if (idle_ticks) return false;
+    } else if (h->sc_idle_ticks < 255) {
+        h->sc_idle_ticks++;
+    }
+    return !idle_ticks || (h->sc_idle_ticks == idle_ticks && st != 0);   /* st 0: never used its cache */
+}
+
+#define ASLEEP_WAIT_MAX 64   /* looks between two drains of a heap whose drains free nothing: 16 s at the default window */
+
+/* *again: the inbox was found waiting for the first time since the owner took it. */
+static bool asleep_due(hpm_heap_t *h, unsigned idle_ticks, bool *again) {
+    void *in = atomic_load_explicit(&h->inbox, memory_order_relaxed);
+    uint32_t takes = atomic_load_explicit(&h->inbox_takes, memory_order_relaxed);
+    bool waiting = in != NULL && in != HPM_INBOX_CLOSED;
+    if (!waiting || takes != h->ib_seen_takes || h->ib_wait == 0) {   /* nothing waits, or the owner took some */
+        h->ib_seen_takes = takes;
+        h->ib_ticks = 0;
+        h->ib_wait = 1;
+        if (waiting) *again = true;
+    } else if (h->ib_ticks < 255) {
+        h->ib_ticks++;
+    }
+    if (!waiting || h == hpm_my_heap()) return false;   /* a caller's own inbox is its own to take */
+    return !idle_ticks || (h->ib_ticks && h->ib_ticks >= h->ib_wait);
+}
+
+/* true when it gave slabs back */
+static bool asleep_drain(hpm_heap_t *h) {
+    unsigned freed = _hpm_remote_drain_asleep(h);
+    _hpm_asleep_drains++;
+    _hpm_asleep_slabs += freed;
+    h->ib_ticks = 0;
+    if (freed) h->ib_wait = 1;
+    else if (h->ib_wait < ASLEEP_WAIT_MAX) h->ib_wait *= 2;
+    return freed != 0;
+}
+
+/* The rounds of both drains (idle: the idle drain too); true when another asleep look soon is worth it. */
+static bool drain_rounds(unsigned idle_ticks, bool idle, bool *fenced_out) {
     const hpm_os_t *os = _hpm_ph.os;
+    *fenced_out = false;
     if (!os || !os->fence_all_threads) return false;
-    bool fenced = true;
+    bool fenced = true, again = false;
     pthread_mutex_lock(&heaps_lock);
     hpm_heap_t *h = heaps_all;
     while (h && fenced) {
         hpm_heap_t *round[64];
+        uint8_t what[64];   /* 1: idle, 2: asleep */
         unsigned n = 0;
         for (; h && n < 64; h = h->next_all) {
-            uint32_t st = atomic_load_explicit(&h->sc_state, memory_order_relaxed);
-            if (st != h->sc_seen_state) {
-                h->sc_seen_state = st;
-                h->sc_idle_ticks = 0;
-                if (idle_ticks) continue;
-            } else if (h->sc_idle_ticks < 255) {
-                h->sc_idle_ticks++;
-            }
-            if (idle_ticks && (h->sc_idle_ticks != idle_ticks || st == 0)) continue;   /* st 0: never used its cache */
+            unsigned w = (idle && idle_due(h, idle_ticks) ? 1u : 0u) | (asleep_due(h, idle_ticks, &again) ? 2u : 0u);
+            if (!w) continue;
             _hpm_heap_gate_close(h);
+            what[n] = (uint8_t)w;
             round[n++] = h;
         }
         fenced = n == 0 || os->fence_all_threads() == 0;
         for (unsigned i = 0; i < n; i++) {
-            if (_hpm_spancache_drain_closed(round[i], fenced)) {
-                kept_release(round[i]);
+            hpm_heap_t *r = round[i];
+            if ((what[i] & 1) && _hpm_spancache_drain_closed(r, fenced)) {
+                kept_release(r);
                 _hpm_idle_drains++;
             }
-            _hpm_heap_gate_open(round[i]);
+            if ((what[i] & 2) && fenced && hpm_gate_owner_out(&r->slab_state) && asleep_drain(r)) again = true;
+            _hpm_heap_gate_open(r);
         }
     }
     pthread_mutex_unlock(&heaps_lock);
+    *fenced_out = fenced;
+    return again;
+}
+
+bool _hpm_heaps_drain_idle(unsigned idle_ticks) {
+    bool fenced;
+    (void)drain_rounds(idle_ticks, true, &fenced);
     return fenced;
+}
+
+bool _hpm_heaps_drain_asleep(void) {
+    bool fenced;
+    return drain_rounds(1, false, &fenced);
 }
 
 /* Heaps are never freed and only ever pushed at the head, so the list can
@@ -599,6 +722,7 @@ int64_t _hpm_heaps_used_bytes(void) {
 void _hpm_heap_release_empty(bool shed) {
     hpm_heap_t *h = hpm_my_heap();
     if (!h) return;
+    slab_gate_enter(h);
     _hpm_remote_flush(h);
     _hpm_remote_drain(h);
     _hpm_spancache_flush(h);
@@ -624,6 +748,7 @@ void _hpm_heap_release_empty(bool shed) {
         }
     }
     _hpm_remote_flush(h);   /* blocks the hands kept for other heaps */
+    slab_gate_leave(h);
 }
 
 /* Shed the free pages of abandoned slabs (for trim; an abandoned slab
@@ -670,6 +795,9 @@ void _hpm_heap_fork_parent(void) {
 static void heap_repair(hpm_heap_t *h) {
     atomic_store_explicit(&h->sc_state, atomic_load_explicit(&h->sc_state, memory_order_relaxed) & ~1u,
                           memory_order_relaxed);   /* stopped inside its cache: out now (no drain crosses a fork: heaps_lock) */
+    atomic_store_explicit(&h->slab_state, atomic_load_explicit(&h->slab_state, memory_order_relaxed) & ~1u,
+                          memory_order_relaxed);   /* the same for its slab lists */
+    h->slab_gate_depth = 0;
     size_t cached_bytes = 0;
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) cached_bytes += (size_t)h->span_cache_n[c] * hpm_medium_bytes(c);
     h->span_cache_bytes = cached_bytes;

@@ -118,12 +118,14 @@ void _hpm_init_slow(void) {
 
 /* ---- background release ---- */
 
-/* A hint that the program's last thread may be ending (heap.c,
- * _hpm_gone_hint): the background thread then looks every millisecond
- * for a while, since the ending thread is still alive while its heap is
- * given back. hint_seen is the last hint it acted on, so a hint given
+/* The background thread sleeps on _hpm_bg_wake (a futex word), which
+ * any hint bumps: that the program's last thread may be ending (heap.c,
+ * _hpm_gone_hint), or that a thread's inbox waits untaken (remote.c,
+ * _hpm_asleep_hint). After a gone hint it looks every millisecond for a
+ * while, since the ending thread is still alive while its heap is given
+ * back. The *_seen values are the last it acted on, so a hint given
  * before it first waits is seen, not lost. */
-static uint32_t hint_seen;
+static uint32_t wake_seen, gone_seen, asleep_seen;
 #define GONE_SOON_NS (1ull * 1000000)   /* after a hint: a look every millisecond, */
 #define GONE_SOON_LOOKS 100              /* 100 times */
 
@@ -137,34 +139,57 @@ static bool gone_soon(void) {
     return false;
 }
 
-/* Sleeps ns, looking at least every HPM_GONE_LOOK_NS, and soon after a
- * hint, whether the program's own threads have all ended; false as soon
- * as they have: the library's thread then ends too, and the process
- * exits with it. */
-static bool background_sleep(uint64_t ns) {
-    uint64_t end = _hpm_os->now_ns() + ns;
+enum { WOKE_GONE, WOKE_TIME, WOKE_ASLEEP };
+
+/* Sleeps until end_ns, looking at least every HPM_GONE_LOOK_NS, and soon
+ * after a gone hint, whether the program's own threads have all ended
+ * (WOKE_GONE: the library's thread then ends too, and the process exits
+ * with it); WOKE_ASLEEP early on an asleep hint. */
+static int background_sleep(uint64_t end_ns) {
     for (;;) {
         uint64_t now = _hpm_os->now_ns();
-        if (now >= end) return true;
-        uint64_t step = end - now < HPM_GONE_LOOK_NS ? end - now : HPM_GONE_LOOK_NS;
-        if (_hpm_os->wait_word) _hpm_os->wait_word(&_hpm_gone_hint, hint_seen, step);   /* at once if a hint came */
+        if (now >= end_ns) return WOKE_TIME;
+        uint64_t step = end_ns - now < HPM_GONE_LOOK_NS ? end_ns - now : HPM_GONE_LOOK_NS;
+        if (_hpm_os->wait_word) _hpm_os->wait_word(&_hpm_bg_wake, wake_seen, step);   /* at once if a hint came */
         else _hpm_os->sleep_ns(step);
-        if (gone()) return false;
+        wake_seen = __atomic_load_n(&_hpm_bg_wake, __ATOMIC_ACQUIRE);   /* before the hints: a later one wakes the next wait */
+        if (gone()) return WOKE_GONE;
         uint32_t hint = __atomic_load_n(&_hpm_gone_hint, __ATOMIC_RELAXED);
-        if (hint != hint_seen) {
-            hint_seen = hint;
-            if (gone_soon()) return false;
+        if (hint != gone_seen) {
+            gone_seen = hint;
+            if (gone_soon()) return WOKE_GONE;
+        }
+        hint = __atomic_load_n(&_hpm_asleep_hint, __ATOMIC_RELAXED);
+        if (hint != asleep_seen) {
+            asleep_seen = hint;
+            return WOKE_ASLEEP;
         }
     }
 }
 
+#define ASLEEP_LOOK_NS (20ull * 1000000)   /* a second look after an asleep hint, 20 ms on */
+
+/* Every quarter of the release window: the idle and asleep drains, the
+ * central caches' and the pageheap's release ticks. After an asleep
+ * hint, and 20 ms after each look that found an untaken inbox new or
+ * gave slabs back: the asleep drain alone (heap.c, _hpm_heaps_drain_asleep). */
 static void *background_main(void *arg) {
     (void)arg;
+    uint64_t tick_ns = 0, look_ns = 0;   /* when the next tick is due, and the next look (0: none) */
     for (;;) {
         uint64_t delay_ms = __atomic_load_n(&_hpm_ph.release_delay_ms, __ATOMIC_RELAXED);
         if (!delay_ms) delay_ms = 1000;
-        if (!background_sleep(delay_ms * 1000000ull / 4)) return NULL;
-        if (!_hpm_option(HPM_OPT_BACKGROUND)) continue;
+        if (!tick_ns) tick_ns = _hpm_os->now_ns() + delay_ms * 1000000ull / 4;
+        int woke = background_sleep(look_ns && look_ns < tick_ns ? look_ns : tick_ns);
+        if (woke == WOKE_GONE) return NULL;
+        uint64_t now = _hpm_os->now_ns();
+        bool on = _hpm_option(HPM_OPT_BACKGROUND);
+        if (woke == WOKE_ASLEEP || (look_ns && now >= look_ns)) {
+            look_ns = on && _hpm_heaps_drain_asleep() ? now + ASLEEP_LOOK_NS : 0;
+        }
+        if (now < tick_ns) continue;
+        tick_ns = 0;
+        if (!on) continue;
         _hpm_heaps_drain_idle(4);   /* threads idle for a window: their span caches to the central cache */
         _hpm_transfer_release(true);
         pthread_mutex_lock(&_hpm_ph.lock);

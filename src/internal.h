@@ -149,6 +149,9 @@ struct hpm_span_s {
     uint32_t held_blocks;           /* free blocks kept off the free list: their pages were given back */
     uint32_t held_pages_mask;       /* slab pages given back while the slab lives (slab.c) */
     uint32_t fresh_blocks;          /* blocks [0, fresh_blocks) were formatted, the rest never used (slab.c) */
+    uint32_t drain_pass;            /* the asleep drain's (remote.c): the pass that last counted this slab's blocks, */
+    uint32_t drain_blocks;          /* and how many of them it holds (or its verdict) */
+    hpm_span_t *drain_next;         /* the drain's list of slabs to give back */
     uint8_t list;                   /* which heap list it is on (slabs: set with hpm_slab_set_list) */
     uint8_t fixed;                  /* a slab's record in its granule's slot (hpm_slab_guess), not a pooled one */
     uint8_t spaced;                 /* a pooled slab record alone in an HPM_SLOT_BYTES cell (hugepage.c, slab_record_spaced) */
@@ -537,7 +540,9 @@ HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 #define HPM_SLAB_BATCH 8                    /* slabs given back to the pageheap under one lock (heap.c) */
 #define HPM_STALL_SENDS 4                   /* batches in a row that found the owner's inbox not yet taken: the owner is stalled */
 #define HPM_KEEP_PROBE 1024                 /* blocks kept for a stalled owner before a batch is sent to it again */
+#define HPM_ASLEEP_HINT_NS (20ull * 1000000)   /* stalled owners wake the background thread at most this often (remote.c) */
 #define HPM_ASLEEP_PROBES 16                /* probes (by any senders) that found the owner's inbox untaken since it last took it: it is asleep, nothing more is kept for it */
+#define HPM_INBOX_CLOSED ((void *)1)       /* an exiting heap's inbox (remote.c) */
 typedef struct {
     hpm_heap_t *to;
     void **head, **tail;
@@ -576,6 +581,11 @@ struct hpm_heap_s {
     _Atomic uint8_t sc_drainer;         /* the background thread drains it now */
     uint8_t sc_idle_ticks;              /* background thread only (heaps_lock): ticks with sc_state unchanged */
     uint32_t sc_seen_state;             /* background thread only (heaps_lock): sc_state at its last look */
+    _Atomic uint32_t slab_state;        /* odd while the owner is inside its slab lists (gate.h; the asleep drain, remote.c) */
+    uint32_t slab_gate_depth;           /* owner only: how deep it is inside that gate (its slow paths nest) */
+    uint32_t ib_seen_takes;             /* background thread only (heaps_lock): inbox_takes at its last look, */
+    uint8_t ib_ticks;                   /* the looks in a row since that found the inbox untaken and not empty, */
+    uint8_t ib_wait;                    /* and how many make an asleep drain due (doubles while drains free nothing) */
     hpm_heap_t *next_all;               /* every heap ever made */
     hpm_heap_t *next_free;              /* retired heaps */
     bool active;                        /* false from the start of thread exit: adopts nothing */
@@ -702,8 +712,17 @@ static inline void hpm_slab_set_list(hpm_span_t *s, unsigned list) {
     s->push_to = (void ***)&s->free;   /* a current slab's hand is set up by heap.c after this */
     hpm_slab_set_used(s, used);
 }
+/* n live blocks fewer, after a local free has pushed them: the new
+ * credit. A release store (a plain move on x86): the asleep drain
+ * (remote.c) reads the credit of a slab that is not current with
+ * acquire, and a drain that sees it fall sees the push before it. */
+static inline int32_t hpm_slab_credit_sub(hpm_span_t *s, int32_t n) {
+    int32_t c = __atomic_load_n(&s->credit, __ATOMIC_RELAXED) - n;
+    __atomic_store_n(&s->credit, c, __ATOMIC_RELEASE);
+    return c;
+}
 /* Counts a local free (one live block fewer); true when the slow path must look (the list's threshold). */
-static inline bool hpm_slab_count_free(hpm_span_t *s) { return --s->credit < 0; }
+static inline bool hpm_slab_count_free(hpm_span_t *s) { return hpm_slab_credit_sub(s, 1) < 0; }
 
 /* n local frees into s at once: the blocks head..tail, already linked to
  * each other, join its list (or the hand) with one splice, and the slow
@@ -712,8 +731,7 @@ static inline void hpm_slab_free_run(hpm_heap_t *h, hpm_span_t *s, void **head, 
     void ***to = s->push_to;
     tail[0] = *to;
     *to = head;
-    s->credit -= n;
-    if (unlikely(s->credit < 0)) _hpm_heap_free_slow(h, s);
+    if (unlikely(hpm_slab_credit_sub(s, n) < 0)) _hpm_heap_free_slow(h, s);
 }
 static inline void hpm_slab_free_local(hpm_heap_t *h, hpm_span_t *s, void **b) { hpm_slab_free_run(h, s, b, b, 1); }
 
@@ -752,6 +770,13 @@ HPM_INTERNAL void _hpm_remote_close(hpm_heap_t *h);
 HPM_INTERNAL void _hpm_remote_open(hpm_heap_t *h);
 /* Whether senders judge owner `to` asleep (remote.c): its blocks then wait in its inbox, none are kept. */
 HPM_INTERNAL bool _hpm_remote_asleep(const hpm_heap_t *to);
+/* The asleep drain (remote.c, background thread or a drain_idle(0)
+ * caller, heaps_lock held): h's gate closed and fenced, its owner outside
+ * its slab lists. Takes h's inbox, gives back every slab of h that the
+ * inbox empties, and puts the other blocks back; the slabs it gave back. */
+HPM_INTERNAL unsigned _hpm_remote_drain_asleep(hpm_heap_t *h);
+/* heap.c, for it: the slabs of h on the list through drain_next (each on h's avail or full list), unlinked and given back to the pageheap. */
+HPM_INTERNAL void _hpm_heap_release_drained(hpm_heap_t *h, hpm_span_t *list);
 static inline void hpm_remote_poll(hpm_heap_t *h) {
     if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) _hpm_remote_drain(h);
 }
@@ -769,6 +794,9 @@ HPM_INTERNAL void _hpm_spancache_flush(hpm_heap_t *h);
  * gives back its emptied slabs, and the gate opens again. */
 HPM_INTERNAL uint32_t _hpm_heap_gate_enter(hpm_heap_t *h);
 HPM_INTERNAL void _hpm_heap_gate_leave(hpm_heap_t *h, uint32_t in);
+/* The slab gate (gate.h, heap.c): the owner, around its slab lists; it nests. */
+HPM_INTERNAL void _hpm_heap_slab_gate_enter(hpm_heap_t *h);
+HPM_INTERNAL void _hpm_heap_slab_gate_leave(hpm_heap_t *h);
 HPM_INTERNAL void _hpm_heap_gate_close(hpm_heap_t *h);
 HPM_INTERNAL void _hpm_heap_gate_open(hpm_heap_t *h);
 HPM_INTERNAL bool _hpm_spancache_drain_closed(hpm_heap_t *h, bool fenced);
@@ -778,6 +806,7 @@ HPM_INTERNAL bool _hpm_spancache_drain_closed(hpm_heap_t *h, bool fenced);
  * (membarrier). */
 HPM_INTERNAL bool _hpm_heaps_drain_idle(unsigned idle_ticks);
 HPM_INTERNAL extern uint64_t _hpm_idle_drains;   /* caches drained so far (heaps_lock) */
+HPM_INTERNAL extern uint64_t _hpm_asleep_drains, _hpm_asleep_slabs;   /* asleep drains so far, and the slabs they gave back (heaps_lock) */
 /* At most one thread has a heap now (heap.c; read relaxed): the central
  * medium cache then serves no other thread (transfer.c). */
 HPM_INTERNAL extern bool _hpm_one_heap;
@@ -785,6 +814,17 @@ HPM_INTERNAL extern bool _hpm_one_heap;
  * use (heap.c), with a wake_word: the background thread sleeps on it and
  * then looks soon whether the process must exit (init.c). */
 HPM_INTERNAL extern uint32_t _hpm_gone_hint;
+/* Bumped (rate-limited) when a sender finds an owner's inbox untaken
+ * batch after batch (remote.c): the background thread then looks for
+ * asleep owners at once (init.c, heap.c _hpm_heaps_drain_asleep). */
+HPM_INTERNAL extern uint32_t _hpm_asleep_hint;
+/* The background thread's futex word: every hint bumps it and wakes it (heap.c). */
+HPM_INTERNAL extern uint32_t _hpm_bg_wake;
+HPM_INTERNAL void _hpm_background_wake(void);
+/* The asleep drain alone, for heaps found with an untaken inbox at the
+ * look before (heaps_lock taken inside); true when another look soon is
+ * worth it (an inbox found waiting for the first time, or slabs given back). */
+HPM_INTERNAL bool _hpm_heaps_drain_asleep(void);
 
 /* The medium caches' byte bounds follow the heap: the pageheap's used
  * pages >> shift, at least HPM_SPANCACHE_MIN_BYTES, at most max_bytes

@@ -10,7 +10,9 @@
  * An owner that leaves batch after batch untaken is stalled: the freeing
  * thread then keeps its blocks in its own hand and reuses them
  * (keep_for_stalled; docs/allocator.md, "Reuse of a stalled owner's
- * blocks").
+ * blocks"). An owner that sleeps with its inbox full has the slabs that
+ * the inbox empties given back by the background thread (below, "An
+ * asleep owner's inbox").
  *
  * Invariants:
  * - a block on its way (outbox, inbox, another heap's hand) still counts in its slab's `used`,
@@ -25,8 +27,6 @@
  *   safe: its new thread forwards what is not its own. */
 #include "internal.h"
 
-#define INBOX_CLOSED ((void *)1)
-
 enum { SEND_CLOSED, SEND_TAKEN, SEND_WAITING };
 
 /* Push the list head..tail onto to's inbox: SEND_CLOSED when it is
@@ -34,11 +34,26 @@ enum { SEND_CLOSED, SEND_TAKEN, SEND_WAITING };
 static int send(hpm_heap_t *to, void **head, void **tail) {
     void *old = atomic_load_explicit(&to->inbox, memory_order_relaxed);
     do {
-        if (old == INBOX_CLOSED) return SEND_CLOSED;
+        if (old == HPM_INBOX_CLOSED) return SEND_CLOSED;
         tail[0] = old;
     } while (!atomic_compare_exchange_weak_explicit(&to->inbox, &old, head, memory_order_release,
                                                     memory_order_relaxed));
     return old ? SEND_WAITING : SEND_TAKEN;
+}
+
+/* An owner that leaves batch after batch untaken may be asleep: the
+ * background thread looks at once (heap.c, asleep_due), at most once per
+ * HPM_ASLEEP_HINT_NS over the process (a busy owner that takes its inbox
+ * only on its slow paths stalls its senders too). Before the background
+ * thread has started, the wake finds no one waiting. */
+static _Atomic uint64_t last_hint_ns;
+
+static __attribute__((noinline, cold)) void hint_asleep(void) {
+    uint64_t now = _hpm_os->now_ns(), last = atomic_load_explicit(&last_hint_ns, memory_order_relaxed);
+    if (now - last < HPM_ASLEEP_HINT_NS) return;
+    if (!atomic_compare_exchange_strong_explicit(&last_hint_ns, &last, now, memory_order_relaxed, memory_order_relaxed)) return;
+    __atomic_add_fetch(&_hpm_asleep_hint, 1, __ATOMIC_RELAXED);
+    _hpm_background_wake();
 }
 
 static void flush_slot(hpm_heap_t *h, hpm_outbox_t *o) {
@@ -50,7 +65,10 @@ static void flush_slot(hpm_heap_t *h, hpm_outbox_t *o) {
     int sent = send(to, head, tail);
     if (sent == SEND_WAITING) {
         if (o->waiting < HPM_STALL_SENDS) o->waiting++;
-        if (o->waiting >= HPM_STALL_SENDS) o->stalled = true;
+        if (o->waiting >= HPM_STALL_SENDS) {
+            if (!o->stalled) hint_asleep();
+            o->stalled = true;
+        }
         return;
     }
     o->waiting = 0;
@@ -185,15 +203,95 @@ static void bump_takes(hpm_heap_t *h) {
 }
 
 void _hpm_remote_drain(hpm_heap_t *h) {
-    if (atomic_load_explicit(&h->inbox, memory_order_relaxed) == INBOX_CLOSED) return;   /* exiting */
+    if (atomic_load_explicit(&h->inbox, memory_order_relaxed) == HPM_INBOX_CLOSED) return;   /* exiting */
     void **list = atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
     if (!list) return;
     bump_takes(h);
     process(h, list);
 }
 
+/* ---- an asleep owner's inbox ----
+ * An owner that sleeps (larson's main thread in pthread_join once the
+ * lanes have its blocks; any producer that waits while consumers free)
+ * never takes its inbox, so the slabs its blocks came from stay on its
+ * lists with every block free in the inbox: 6 MB of larson's 20 MB heap.
+ * The background thread takes such an inbox (heap.c, asleep_due) with
+ * the owner's gate closed and the owner outside its slab lists (gate.h),
+ * gives back each slab whose live blocks are all in it, and puts the
+ * other blocks back in the inbox for the owner.
+ * Meanwhile the owner may still run its fast paths. Its malloc pops the
+ * hand, which holds current slabs' blocks: the drain leaves current slabs
+ * alone. Its free pushes a block onto the block's slab and lowers the
+ * slab's credit: a slab whose every live block is in the taken list has
+ * none the owner could free, and a block still on its way (another
+ * thread's outbox or hand, the inbox since) counts as live, so its slab
+ * does not qualify. The one overlap is the owner's free of the last live
+ * block outside the list: its credit store (release,
+ * hpm_slab_credit_sub) follows its push, so a drain that reads the
+ * credit fallen (acquire) finds the slab all free, that block included,
+ * and gives it back; the owner's slow path, if the count sends it there,
+ * finds the slab no longer its own (heap.c, _hpm_heap_free_slow).
+ * The tally per slab lives in two words of the slab's record that only
+ * the drain uses (under heaps_lock), stamped with the pass. */
+static uint32_t drain_pass;
+#define DRAIN_KEEP UINT32_MAX         /* a verdict: the slab's blocks go back to the inbox */
+#define DRAIN_GIVE (UINT32_MAX - 1)   /* a verdict: the slab goes back to the pageheap */
+
+static bool all_in_list(const hpm_span_t *s) {
+    if (s->list != LIST_AVAIL && s->list != LIST_FULL) return false;   /* current (its blocks feed the hand), or being moved */
+    int32_t credit = __atomic_load_n(&s->credit, __ATOMIC_ACQUIRE);
+    return (uint32_t)(credit + hpm_list_threshold(s->list)) == s->drain_blocks;
+}
+
+unsigned _hpm_remote_drain_asleep(hpm_heap_t *h) {
+    void *got = atomic_load_explicit(&h->inbox, memory_order_acquire);
+    do {
+        if (!got || got == HPM_INBOX_CLOSED) return 0;
+    } while (!atomic_compare_exchange_weak_explicit(&h->inbox, &got, NULL, memory_order_acquire, memory_order_acquire));
+    void **list = got;
+    uint32_t pass = ++drain_pass ? drain_pass : ++drain_pass;   /* never 0, a new record's stamp */
+    for (void **b = list; b; b = b[0]) {
+        hpm_span_t *s = hpm_span_of(b);
+        if (atomic_load_explicit(&s->owner, memory_order_relaxed) != h) continue;   /* forwarded later by the owner */
+        if (s->drain_pass != pass) {
+            s->drain_pass = pass;
+            s->drain_blocks = 0;
+        }
+        s->drain_blocks++;
+    }
+    hpm_span_t *give = NULL;
+    unsigned n_give = 0;
+    void **keep = NULL, **keep_tail = NULL;
+    for (void **b = list, **next; b; b = next) {
+        next = b[0];
+        hpm_span_t *s = hpm_span_of(b);
+        if (atomic_load_explicit(&s->owner, memory_order_relaxed) == h && s->drain_pass == pass) {
+            if (s->drain_blocks != DRAIN_KEEP && s->drain_blocks != DRAIN_GIVE) {   /* its first block: the verdict */
+                bool give_it = all_in_list(s);
+                if (give_it) {
+                    s->drain_next = give;
+                    give = s;
+                    n_give++;
+                }
+                s->drain_blocks = give_it ? DRAIN_GIVE : DRAIN_KEEP;
+            }
+            if (s->drain_blocks == DRAIN_GIVE) continue;
+        }
+        if (keep_tail) keep_tail[0] = b;
+        else keep = b;
+        keep_tail = b;
+    }
+    if (keep) {
+        int sent = send(h, keep, keep_tail);   /* never closed: the owner's exit waits at the gate */
+        hpm_assert_internal(sent != SEND_CLOSED);
+        (void)sent;
+    }
+    if (give) _hpm_heap_release_drained(h, give);
+    return n_give;
+}
+
 void _hpm_remote_close(hpm_heap_t *h) {
-    void **list = atomic_exchange_explicit(&h->inbox, INBOX_CLOSED, memory_order_acquire);
+    void **list = atomic_exchange_explicit(&h->inbox, HPM_INBOX_CLOSED, memory_order_acquire);
     if (list) process(h, list);
     _hpm_remote_flush(h);
 }

@@ -27,8 +27,8 @@
  * Owner thread only, but for the idle drain (below), which the owner's
  * gate keeps out while the owner is inside (the gate also keeps the
  * heap's emptied slabs, heap.c). */
-#include <sched.h>
 #include <string.h>
+#include "gate.h"
 #include "internal.h"
 
 _Static_assert(HPM_SPANCACHE_BATCHES * 16 + 1 <= 255, "span_cache_n counts a stack in 8 bits");
@@ -75,45 +75,14 @@ static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
  * (threads that come and go: mstress) keeps its caches. */
 static inline bool medium_caching_on(void) { return __atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED); }
 
-/* ---- the idle drain's gate ----
+/* ---- the idle drain ----
  * A thread's cache is its own, and a thread that freed a few MiB of
  * medium blocks and went idle kept them (64 idle threads: 134.6 MB of RSS
  * after 3 s; docs/allocator.md, "Medium sizes"). The background thread
  * drains the cache of a heap whose owner made no cache operation for a
- * release window, without a lock on the owner's path: an asymmetric
- * fence. The owner marks itself inside (a plain store, a compiler
- * barrier; sc_state odd) and then reads the drainer's flag; the drainer sets the flag,
- * makes every thread of the process pass a full barrier
- * (membarrier, fence_all_threads) and then reads the owner's mark. So at
- * least one of them sees the other: an owner that sees the flag steps
- * out and waits; a drainer that sees the mark leaves the heap alone. The
- * acquire and release on the two marks order the cache's contents
- * between them. */
-static __attribute__((noinline, cold)) uint32_t gate_wait(hpm_heap_t *h, uint32_t in) {
-    do {
-        atomic_store_explicit(&h->sc_state, in + 1, memory_order_release);   /* step out */
-        while (atomic_load_explicit(&h->sc_drainer, memory_order_acquire)) sched_yield();
-        in += 2;
-        atomic_store_explicit(&h->sc_state, in, memory_order_relaxed);
-        atomic_signal_fence(memory_order_seq_cst);
-    } while (atomic_load_explicit(&h->sc_drainer, memory_order_acquire));
-    return in;
-}
-
-/* sc_state is odd while the owner is inside and grows by 2 at each
- * operation (the drainer reads idleness from it): one load and one store
- * to enter, one store to leave. */
-static inline uint32_t gate_enter(hpm_heap_t *h) {
-    uint32_t in = atomic_load_explicit(&h->sc_state, memory_order_relaxed) | 1u;   /* the owner is its only writer */
-    atomic_store_explicit(&h->sc_state, in, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst);   /* the CPU's fence comes from the drainer's membarrier */
-    if (unlikely(atomic_load_explicit(&h->sc_drainer, memory_order_acquire))) in = gate_wait(h, in);
-    return in;
-}
-
-static inline void gate_leave(hpm_heap_t *h, uint32_t in) {
-    atomic_store_explicit(&h->sc_state, in + 1, memory_order_release);
-}
+ * release window, through the owner's gate (gate.h, sc_state). */
+static inline uint32_t gate_enter(hpm_heap_t *h) { return hpm_gate_enter(h, &h->sc_state); }
+static inline void gate_leave(hpm_heap_t *h, uint32_t in) { hpm_gate_leave(&h->sc_state, in); }
 
 /* The same gate keeps the heap's emptied slabs (heap.c, slab_retire):
  * the owner's cold paths enter it through these. */
@@ -128,7 +97,7 @@ static void cache_flush(hpm_heap_t *h) {
 }
 
 bool _hpm_spancache_drain_closed(hpm_heap_t *h, bool fenced) {
-    bool drained = fenced && !(atomic_load_explicit(&h->sc_state, memory_order_acquire) & 1u);
+    bool drained = fenced && hpm_gate_owner_out(&h->sc_state);
     if (drained) cache_flush(h);
     return drained;
 }

@@ -197,6 +197,14 @@ if [[ -r $hpm_lib ]] && command -v python3 >/dev/null; then
         "rss_by_mapping.py: totals and larson's stacks: $(head -n 3 "$tmp/r.out" "$tmp/r.err" | tr '\n' ' ')"
   check "grep -qE '^  stack depth \(bytes from the top\): median [1-9][0-9]*, max [1-9][0-9]*' '$tmp/r.out' && result_ok '$tmp/r.out' larson" \
         "rss_by_mapping.py: stack depths and larson's RESULT line: $(tail -n 2 "$tmp/r.out")"
+  # bench/scripts/rss_trace.sh: larson's RSS every 100 ms of a 1 s run,
+  # one line of numbers in MB; a failing program makes it fail.
+  HPM_BENCH_WARM_MIB=0 timeout 60 bench/scripts/rss_trace.sh "$hpm_lib" 100 $B/larson --threads 2 --seconds 1 \
+      >"$tmp/t.out" 2>"$tmp/t.err"
+  check "[[ \$? -eq 0 ]] && grep -qE '^([0-9]+\.[0-9] ){5,}\$' '$tmp/t.out' && awk '{ exit !(\$NF >= 1) }' '$tmp/t.out'" \
+        "rss_trace.sh: larson's RSS over 1 s: $(head -c 300 "$tmp/t.out" "$tmp/t.err" | tr '\n' ' ')"
+  timeout 60 bench/scripts/rss_trace.sh "$hpm_lib" 100 false >/dev/null 2>&1
+  check "[[ \$? -ne 0 ]]" "rss_trace.sh must fail when its program fails"
   # --census (gdb): hpmalloc's pageheap and slabs in the stopped larson.
   # larson makes only slabs, so their pages add up to the pages in use in
   # the active hugepages (each slab lies in one hugepage), and the main

@@ -1,0 +1,313 @@
+/* test_asleep.c: the asleep drain (remote.c, "An asleep owner's inbox";
+ * heap.c, _hpm_heaps_drain_asleep): the slabs of an owner that sleeps
+ * while another thread frees its blocks go back to the pageheap, and an
+ * owner that is awake and busy is never hurt by the drain.
+ *
+ * 1. A thread allocates blocks of three classes and sleeps in sem_wait.
+ *    Another thread frees them all (to its inbox) and exits. The first
+ *    look at the sleeper's inbox only notes it; the second gives back
+ *    every slab but the current one of each class, all their pages, and
+ *    puts back in the inbox exactly the blocks of the current slabs. The
+ *    sleeper, woken, allocates and writes the classes again, its heap
+ *    sound, and after it exits and a trim, no page is left in use.
+ *    (The background thread is off, so only the test drains.)
+ * 2. A busy owner hands half of its blocks to a freeing thread and frees
+ *    the other half itself, in random order, while the main thread drains
+ *    every waiting inbox in a loop (_hpm_heaps_drain_idle(0)). Every
+ *    block keeps its contents until its free, the owner's heap is sound
+ *    at the end, and no page is left in use once all have exited (how
+ *    many slabs the drains gave back meanwhile depends on timing: printed). Run under TSan and ASan
+ *    by sanitize.sh. */
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "internal.h"
+#include "testhelper.h"
+#include "heaptest.h"
+
+#define CLASSES 3
+#define BLOCKS 3000   /* per class */
+static const size_t class_bytes[CLASSES] = {48, 256, 1000};
+
+static void **blk;                              /* CLASSES * BLOCKS blocks (mmap: not from the heap) */
+static hpm_heap_t *sleeper;
+static hpm_span_t *sleeper_current[CLASSES];
+static size_t sleeper_slabs, sleeper_current_pages, sleeper_pages;
+static sem_t allocated, wake, woke_done;
+static int sleeper_bad;
+static bool sleeper_ok;
+static char why[HPM_WHY_BYTES];
+
+static unsigned char stamp(size_t i) { return (unsigned char)(i * 7 + 1); }
+
+static void count_slabs(hpm_heap_t *h, unsigned cls) {
+    for (int l = 0; l < 2; l++)
+        for (hpm_span_t *s = l ? h->avail[cls] : h->full[cls]; s; s = s->next) {
+            sleeper_slabs++;
+            sleeper_pages += s->n_pages;
+        }
+}
+
+static void *sleeper_thread(void *arg) {
+    (void)arg;
+    for (size_t i = 0; i < (size_t)CLASSES * BLOCKS; i++) {
+        blk[i] = malloc(class_bytes[i / BLOCKS]);
+        if (blk[i]) memset(blk[i], stamp(i), class_bytes[i / BLOCKS]);
+    }
+    sleeper = hpm_my_heap();
+    for (unsigned c = 0; c < CLASSES; c++) {
+        unsigned cls = hpm_size_class(class_bytes[c]);
+        sleeper_current[c] = sleeper->current[cls];
+        sleeper_slabs++;
+        sleeper_current_pages += sleeper->current[cls]->n_pages;
+        count_slabs(sleeper, cls);
+    }
+    sleeper_pages += sleeper_current_pages;
+    sem_post(&allocated);
+    sem_wait(&wake);   /* asleep: no allocator call until woken */
+    static void *again[(size_t)CLASSES * BLOCKS];
+    for (size_t i = 0; i < (size_t)CLASSES * BLOCKS; i++) {
+        again[i] = malloc(class_bytes[i / BLOCKS]);
+        if (!again[i]) { sleeper_bad++; continue; }
+        memset(again[i], stamp(i + 3), class_bytes[i / BLOCKS]);
+    }
+    for (size_t i = 0; i < (size_t)CLASSES * BLOCKS; i++) {
+        const unsigned char *p = again[i];
+        if (!p) continue;
+        if (p[0] != stamp(i + 3) || p[class_bytes[i / BLOCKS] - 1] != stamp(i + 3)) sleeper_bad++;   /* handed out twice */
+        free(again[i]);
+    }
+    _hpm_heap_slab_gate_enter(sleeper);
+    uint32_t in = _hpm_heap_gate_enter(sleeper);
+    sleeper_ok = _hpm_check_heap(sleeper, why);
+    _hpm_heap_gate_leave(sleeper, in);
+    _hpm_heap_slab_gate_leave(sleeper);
+    sem_post(&woke_done);
+    return NULL;
+}
+
+static int freer_bad;
+
+static void *freer_thread(void *arg) {
+    (void)arg;
+    void *volatile mine = malloc(16);   /* a heap of its own, to batch with; not a class of the sleeper's blocks */
+    for (size_t i = 0; i < (size_t)CLASSES * BLOCKS; i++) {
+        const unsigned char *p = blk[i];
+        if (!p || p[0] != stamp(i) || p[class_bytes[i / BLOCKS] - 1] != stamp(i)) freer_bad++;
+        free(blk[i]);
+    }
+    free(mine);
+    return NULL;   /* exit: its outbox goes to the sleeper's inbox */
+}
+
+static bool in_current(const void *b) {
+    hpm_span_t *s = hpm_span_of(b);
+    for (unsigned c = 0; c < CLASSES; c++) if (s == sleeper_current[c]) return true;
+    return false;
+}
+
+static void asleep_owner(void) {
+    hpm_trim();
+    size_t before = ht_used_pages();
+    sem_init(&allocated, 0, 0);
+    sem_init(&wake, 0, 0);
+    sem_init(&woke_done, 0, 0);
+    pthread_t ts, tf;
+    CHECK(pthread_create(&ts, NULL, sleeper_thread, NULL) == 0);
+    sem_wait(&allocated);
+    CHECK(sleeper_slabs > 2 * CLASSES, "the sleeper holds %zu slabs", sleeper_slabs);
+    CHECK(pthread_create(&tf, NULL, freer_thread, NULL) == 0);
+    pthread_join(tf, NULL);
+    CHECK(freer_bad == 0, "%d blocks changed before their free", freer_bad);
+    size_t grown = ht_used_pages();
+    CHECK(grown >= before + sleeper_pages, "pages in use %zu, before %zu + the sleeper's %zu", grown, before, sleeper_pages);
+    size_t waiting = 0, expect_left = 0;
+    for (void **b = atomic_load(&sleeper->inbox); b; b = b[0]) waiting++;
+    for (size_t i = 0; i < (size_t)CLASSES * BLOCKS; i++) expect_left += in_current(blk[i]);
+    CHECK(waiting == (size_t)CLASSES * BLOCKS, "%zu blocks wait in the sleeper's inbox, want %d", waiting, CLASSES * BLOCKS);
+
+    uint64_t drains = _hpm_asleep_drains, slabs = _hpm_asleep_slabs;
+    bool fence_ok = _hpm_ph.os->fence_all_threads() == 0;
+    CHECK(_hpm_heaps_drain_asleep() || !fence_ok, "the first look found no inbox waiting");
+    CHECK(_hpm_asleep_drains == drains, "the first look drained already");
+    _hpm_heaps_drain_asleep();
+    if (!fence_ok) {   /* no membarrier: the drain must change nothing */
+        CHECK(_hpm_asleep_drains == drains && ht_used_pages() == grown, "a drain without a fence");
+    } else {
+        CHECK(_hpm_asleep_drains == drains + 1, "%llu drains at the second look, want 1",
+              (unsigned long long)(_hpm_asleep_drains - drains));
+        CHECK(_hpm_asleep_slabs - slabs == sleeper_slabs - CLASSES, "%llu slabs given back, want %zu",
+              (unsigned long long)(_hpm_asleep_slabs - slabs), sleeper_slabs - CLASSES);
+        size_t after = ht_used_pages();
+        CHECK(grown - after == sleeper_pages - sleeper_current_pages, "pages in use %zu -> %zu, want %zu fewer", grown,
+              after, sleeper_pages - sleeper_current_pages);
+        size_t left = 0, stray = 0;
+        for (void **b = atomic_load(&sleeper->inbox); b; b = b[0]) {
+            left++;
+            stray += !in_current(b);
+        }
+        CHECK(left == expect_left && stray == 0, "%zu blocks put back (%zu not of a current slab), want %zu", left, stray,
+              expect_left);
+    }
+    sem_post(&wake);
+    sem_wait(&woke_done);
+    pthread_join(ts, NULL);
+    CHECK(sleeper_bad == 0, "%d blocks of the woken sleeper were bad", sleeper_bad);
+    CHECK(sleeper_ok, "the woken sleeper's heap: %s", why);
+    hpm_trim();
+    size_t end = ht_used_pages();
+    CHECK(end == before, "pages in use %zu at the end, %zu before", end, before);
+}
+
+/* ---- 2. a busy owner and the drain ---- */
+
+#define RING 4096
+static void *_Atomic ring[RING];
+static atomic_uint ring_head;   /* next slot the owner fills (one producer), */
+static atomic_uint ring_tail;   /* next slot the freer empties (one consumer) */
+static atomic_int busy_stop, busy_bad;
+static bool busy_ok;
+static char busy_why[HPM_WHY_BYTES];
+
+static size_t busy_size(uint64_t x) { return 16 + (size_t)(x % 1009); }
+static unsigned char busy_stamp(const void *p, size_t n) { return (unsigned char)(((uintptr_t)p >> 4) ^ n); }
+
+static void busy_fill(void *p, size_t n) {
+    memcpy(p, &n, sizeof n);
+    memset((char *)p + sizeof n, busy_stamp(p, n), n - sizeof n);
+}
+
+static bool busy_intact(const void *p) {
+    size_t n;
+    memcpy(&n, p, sizeof n);
+    if (n < 16 || n > 1024) return false;
+    const unsigned char *b = p;
+    return b[sizeof n] == busy_stamp(p, n) && b[n - 1] == busy_stamp(p, n);
+}
+
+static void *busy_owner(void *arg) {
+    (void)arg;
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    enum { LIVE = 2048 };
+    static void *live[LIVE];
+    for (unsigned round = 0; round < 400; round++) {
+        for (unsigned i = 0; i < LIVE; i++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            if (live[i]) {
+                if (!busy_intact(live[i])) atomic_fetch_add(&busy_bad, 1);
+                if (x & 1) {   /* to the freer, if it has room */
+                    unsigned h = atomic_load_explicit(&ring_head, memory_order_relaxed);
+                    if (h - atomic_load_explicit(&ring_tail, memory_order_acquire) < RING) {
+                        atomic_store_explicit(&ring[h % RING], live[i], memory_order_relaxed);
+                        atomic_store_explicit(&ring_head, h + 1, memory_order_release);
+                    } else {
+                        free(live[i]);
+                    }
+                } else {
+                    free(live[i]);
+                }
+            }
+            size_t n = busy_size(x >> 16);
+            live[i] = malloc(n);
+            if (!live[i]) { atomic_fetch_add(&busy_bad, 1); continue; }
+            busy_fill(live[i], n);
+        }
+        if (round % 16 == 15) usleep(200);   /* asleep for a moment, its inbox filling */
+    }
+    for (unsigned i = 0; i < LIVE; i++) {
+        if (!live[i]) continue;
+        if (!busy_intact(live[i])) atomic_fetch_add(&busy_bad, 1);
+        free(live[i]);
+    }
+    hpm_heap_t *h = hpm_my_heap();
+    _hpm_heap_slab_gate_enter(h);
+    uint32_t in = _hpm_heap_gate_enter(h);
+    busy_ok = _hpm_check_heap(h, busy_why);
+    _hpm_heap_gate_leave(h, in);
+    _hpm_heap_slab_gate_leave(h);
+    atomic_store(&busy_stop, 1);
+    return NULL;
+}
+
+static void *busy_freer(void *arg) {
+    (void)arg;
+    for (;;) {
+        unsigned t = atomic_load_explicit(&ring_tail, memory_order_relaxed);
+        if (t == atomic_load_explicit(&ring_head, memory_order_acquire)) {
+            if (atomic_load(&busy_stop)) break;
+            sched_yield();
+            continue;
+        }
+        void *p = atomic_load_explicit(&ring[t % RING], memory_order_relaxed);
+        if (!busy_intact(p)) atomic_fetch_add(&busy_bad, 1);
+        free(p);
+        atomic_store_explicit(&ring_tail, t + 1, memory_order_release);
+    }
+    return NULL;
+}
+
+static void busy_owner_drained(void) {
+    hpm_trim();
+    size_t before = ht_used_pages();
+    uint64_t drains = _hpm_asleep_drains, slabs = _hpm_asleep_slabs;
+    pthread_t to, tf;
+    CHECK(pthread_create(&to, NULL, busy_owner, NULL) == 0);
+    CHECK(pthread_create(&tf, NULL, busy_freer, NULL) == 0);
+    while (!atomic_load(&busy_stop)) {
+        _hpm_heaps_drain_idle(0);
+        usleep(100);
+    }
+    pthread_join(to, NULL);
+    pthread_join(tf, NULL);
+    CHECK(atomic_load(&busy_bad) == 0, "%d blocks of the busy owner were bad", atomic_load(&busy_bad));
+    CHECK(busy_ok, "the busy owner's heap: %s", busy_why);
+    if (_hpm_ph.os->fence_all_threads() == 0) CHECK(_hpm_asleep_drains > drains, "no drain ran");
+    hpm_trim();
+    size_t end = ht_used_pages();
+    CHECK(end == before, "pages in use %zu at the end, %zu before", end, before);
+    printf("busy owner: %llu drains gave back %llu slabs\n", (unsigned long long)(_hpm_asleep_drains - drains),
+           (unsigned long long)(_hpm_asleep_slabs - slabs));   /* timing: not checked (after the count: stdout's buffer) */
+}
+
+static void *warm_thread(void *arg) {
+    sem_t *go = arg;
+    for (unsigned c = 0; c < CLASSES; c++) free(malloc(class_bytes[c]));
+    sem_wait(go);
+    return NULL;
+}
+
+/* Two threads alive at once, each allocating, before the first count:
+ * what glibc allocates for its threads (and keeps) exists by then. And a
+ * heap past the small start, so that the library's own threads (the
+ * collapse thread) have started: their TLS vectors come from the heap
+ * of the thread that starts them, which would hold one block of them. */
+static void warm_threads(void) {
+    enum { WARM = 40000 };
+    static void *p[WARM];
+    for (int i = 0; i < WARM; i++) p[i] = malloc(1000);
+    for (int i = 0; i < WARM; i++) free(p[i]);
+    sem_t go;
+    sem_init(&go, 0, 0);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) CHECK(pthread_create(&t[i], NULL, warm_thread, &go) == 0);
+    for (int i = 0; i < 2; i++) sem_post(&go);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+}
+
+int main(void) {
+    void *volatile first = malloc(16);
+    free(first);
+    CHECK(ht_first_thread() == 0);
+    CHECK(hpm_option_set(HPM_OPT_BACKGROUND, 0) == 0);   /* the test's drains only */
+    warm_threads();
+    blk = mmap(NULL, (size_t)CLASSES * BLOCKS * sizeof *blk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(blk != MAP_FAILED);
+    if (blk == MAP_FAILED) return TEST_DONE();
+    asleep_owner();
+    busy_owner_drained();
+    return TEST_DONE();
+}
