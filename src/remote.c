@@ -237,6 +237,8 @@ static uint32_t drain_pass;
 #define DRAIN_KEEP UINT32_MAX         /* a verdict: the slab's blocks go back to the inbox */
 #define DRAIN_GIVE (UINT32_MAX - 1)   /* a verdict: the slab goes back to the pageheap */
 
+void (*_hpm_asleep_test_hook)(hpm_heap_t *h);
+
 static bool all_in_list(const hpm_span_t *s) {
     if (s->list != LIST_AVAIL && s->list != LIST_FULL) return false;   /* current (its blocks feed the hand), or being moved */
     int32_t credit = __atomic_load_n(&s->credit, __ATOMIC_ACQUIRE);
@@ -259,6 +261,7 @@ unsigned _hpm_remote_drain_asleep(hpm_heap_t *h) {
         }
         s->drain_blocks++;
     }
+    if (unlikely(_hpm_asleep_test_hook != NULL)) _hpm_asleep_test_hook(h);
     hpm_span_t *give = NULL;
     unsigned n_give = 0;
     void **keep = NULL, **keep_tail = NULL;
