@@ -235,9 +235,15 @@ static __attribute__((noinline)) void free_mapped(hpm_heap_t *h, void *p, const 
 
 /* free_checked's guess failed the block test: a bad pointer if it lies in
  * the guessed slab, else a block of another span in a granule that a
- * small slab starts (internal.h, "Slab records at fixed places"). */
+ * small slab starts (internal.h, "Slab records at fixed places"). The
+ * guessed slab is ours, but a drain on another thread (the idle drain's
+ * kept slabs, the asleep drain's) may be giving it back meanwhile, so
+ * the slot is read as another thread's would be (hpm_slot_holds: its
+ * owner and page count, atomically; TSan caught the plain read beside a
+ * trim's idle drain in test_rangerace). */
 static __attribute__((noinline, cold)) void free_guess_missed(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
-    if (hpm_slab_holds(s, p)) free_bad_block(s, p, fn);
+    hpm_heap_t *owner;
+    if (hpm_slot_holds(s, p, &owner) && owner == h) free_bad_block(s, p, fn);
     free_mapped(h, p, fn);
 }
 
