@@ -159,6 +159,7 @@ void _hpm_ph_unlock_collapse(hpm_pageheap_t *ph) {
 
 static void *collapse_main(void *arg) {
     hpm_pageheap_t *ph = arg;
+    if (ph->os->thread_lower_priority) ph->os->thread_lower_priority(HPM_BACKGROUND_NICE_STEPS);
     collapse_batch_t b;
     pthread_mutex_lock(&ph->lock);
     for (;;) {

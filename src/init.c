@@ -175,6 +175,7 @@ static int background_sleep(uint64_t end_ns) {
  * gave slabs back: the asleep drain alone (heap.c, _hpm_heaps_drain_asleep). */
 static void *background_main(void *arg) {
     (void)arg;
+    if (_hpm_os->thread_lower_priority) _hpm_os->thread_lower_priority(HPM_BACKGROUND_NICE_STEPS);
     uint64_t tick_ns = 0, look_ns = 0;   /* when the next tick is due, and the next look (0: none) */
     for (;;) {
         uint64_t delay_ms = __atomic_load_n(&_hpm_ph.release_delay_ms, __ATOMIC_RELAXED);

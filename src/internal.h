@@ -77,6 +77,13 @@
 #define HPM_COLLAPSE_DEFER_NS (250ull * 1000000) /* the outgrown small start is collapsed this long after ... */
 #define HPM_COLLAPSE_AT_ONCE_HP 32               /* ... or once the heap holds this many hugepages (collapse.c) */
 #define HPM_COLLAPSE_LOOK_NS (10ull * 1000000)   /* ... looked at this often */
+/* The background and collapse threads run this many nice steps below the
+ * thread that started them (as the kernel's khugepaged runs at 19): at the
+ * program's priority, their rare wake-ups alone left two busy threads of
+ * a program queued on one CPU for milliseconds while the other idled, in
+ * this VM (rptest's peak of live bytes: median 29 MB against 5-9 MB
+ * without them; docs/bench.md, session 36). */
+#define HPM_BACKGROUND_NICE_STEPS 10
 #define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
 
 typedef struct {

@@ -38,7 +38,12 @@
  *   and how many loops each thread had finished when it was reached), so
  *   that a high peak can be told apart as a thread that had not started
  *   (loops 0) or one that fell behind later (docs/bench.md). The highest
- *   of the runs' peaks is peak_live_kb. */
+ *   of the runs' peaks is peak_live_kb.
+ * --idle-thread MS starts one more thread before the runs, which does
+ *   nothing but sleep MS milliseconds at a time (0: it never wakes), with
+ *   RPTEST_IDLE_THREAD_MS as the default: how the peak depends on a
+ *   process's other threads, such as an allocator's own (docs/bench.md,
+ *   session 36). */
 #include <getopt.h>
 #include <malloc.h>
 #include <math.h>
@@ -50,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "bench_common.h"
 
 #define N_SIZES 2000
@@ -77,6 +83,17 @@ static size_t size_table[N_SIZES];
 static uint64_t alloc_ops[N_OPS], free_ops[N_OPS];
 static atomic_int finished_loops;
 static bool trace_peaks;
+
+/* --idle-thread: a thread that only sleeps, ms at a time (0: for good). */
+static void *idle_main(void *arg) {
+    uint64_t ms = *(const uint64_t *)arg;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    for (;;) {
+        if (ms) nanosleep(&ts, NULL);
+        else pause();
+    }
+    return NULL;
+}
 static worker_t *workers;
 static pthread_barrier_t meet, start_gate;
 
@@ -248,7 +265,7 @@ static void *worker_main(void *arg) {
 static void usage(void) {
     printf("usage: rptest [--threads T] [--loops N] [--slots N] [--ops N] [--cross-rate N]\n"
            "              [--min BYTES] [--max BYTES] [--dist even|linear|exp] [--runs N] [--seed S]\n"
-           "              [--trace-peaks]\n"
+           "              [--trace-peaks] [--idle-thread MS]\n"
            "  rpmalloc's benchmark: T threads replace blocks of random size in rings of N\n"
            "  slots; every --cross-rate loops a batch of blocks goes to another thread,\n"
            "  which frees them. The threads are started --runs times (the original: 2).\n"
@@ -257,17 +274,24 @@ static void usage(void) {
            "    --dist linear --runs 2 --seed 1\n"
            "  --trace-peaks: first a line per run, PEAK run=R peak_kb=N loops=A,B,...: its peak of\n"
            "    live bytes and each thread's finished loops when it was reached.\n"
+           "  --idle-thread MS: one more thread, which only sleeps MS ms at a time (0: never\n"
+           "    wakes); default from RPTEST_IDLE_THREAD_MS, else none.\n"
            "  Prints: RESULT bench=rptest ... mops=X ns_per_op=X check=ok\n");
 }
 
 int main(int argc, char **argv) {
     uint64_t ops = 100, min_b = 8, max_b = 16000, seed = 1, runs = 2;
+    static uint64_t idle_ms;
+    const char *idle_env = getenv("RPTEST_IDLE_THREAD_MS");
+    bool idle = idle_env != NULL;
+    if (idle) idle_ms = bench_arg_size(prog, "RPTEST_IDLE_THREAD_MS", idle_env, 0, 3600000);
     const char *dist = "linear";
     n_threads = 2; loops = 500; slots = 1000; cross_rate = 2;
     static const struct option opts[] = {
         {"threads", 1, 0, 't'}, {"loops", 1, 0, 'l'}, {"slots", 1, 0, 'n'}, {"ops", 1, 0, 'o'},
         {"cross-rate", 1, 0, 'c'}, {"min", 1, 0, 'a'}, {"max", 1, 0, 'b'}, {"dist", 1, 0, 'd'},
-        {"runs", 1, 0, 'r'}, {"seed", 1, 0, 's'}, {"trace-peaks", 0, 0, 'p'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"runs", 1, 0, 'r'}, {"seed", 1, 0, 's'}, {"trace-peaks", 0, 0, 'p'}, {"idle-thread", 1, 0, 'i'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -282,6 +306,7 @@ int main(int argc, char **argv) {
         case 'd': dist = optarg; break;
         case 's': seed = bench_arg_size(prog, "--seed", optarg, 0, UINT64_MAX); break;
         case 'p': trace_peaks = true; break;
+        case 'i': idle_ms = bench_arg_size(prog, "--idle-thread", optarg, 0, 3600000); idle = true; break;
         case 'h': usage(); return 0;
         default: bench_usage_error(prog, "unknown option");
         }
@@ -327,6 +352,8 @@ int main(int argc, char **argv) {
         atomic_init(&w[i].inbox, NULL);
         atomic_init(&w[i].loops_done, 0);
     }
+    pthread_t idle_tid;
+    if (idle && pthread_create(&idle_tid, NULL, idle_main, &idle_ms)) { perror("pthread_create"); return 1; }
     uint64_t t0 = bench_now_ns();
     for (uint64_t r = 0; r < runs; r++) {
         for (uint64_t i = 0; i < n_threads; i++)

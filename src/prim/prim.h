@@ -76,6 +76,10 @@ typedef struct hpm_os_s {
     /* Start a detached background thread; 0 or errno. It counts in
      * _hpm_own_threads while it runs. */
     int (*thread_start)(void *(*fn)(void *), void *arg);
+    /* Lower the calling thread's CPU priority by nice_steps (its nice
+     * value up by that much, at most 19); never raises it. For the
+     * library's background threads (not CCoW's). NULL: nothing to do. */
+    void (*thread_lower_priority)(int nice_steps);
     /* True when every live thread of the process is one that thread_start
      * made: the program's own threads have all ended (pthread_exit), and
      * the library's must end too, so that the process exits. False when

@@ -30,8 +30,9 @@
  *    Before, it looked every 250 ms only, and such a process exited about
  *    240 ms late.
  * 2. "ccow": with CCoW on ("all") and HPM_BACKGROUND=0, a 64 MiB heap and a
- *    fork start CCoW's thread in the parent (it is there: one task more); the
- *    main thread, the only thread of the program, calls pthread_exit.
+ *    fork start CCoW's thread in the parent (it is there: one task more, at
+ *    the program's nice); the main thread, the only thread of the
+ *    program, calls pthread_exit.
  * 3. "exit": the control: a program whose main returns exits at once
  *    with its own status (7), background thread or not.
  * 4. "signal": with the background thread running, the main thread (the
@@ -39,16 +40,24 @@
  *    stays pending (no thread ran the handler), and once unblocked the
  *    handler runs in the main thread. Every thread of the library blocks
  *    SIGUSR1, SIGTERM and SIGINT (/proc/self/task/N/status, SigBlk).
- * Under TSan only cases 3 and 4 run: TSan's own thread counts as the
+ * 5. "nice": the background thread (and the collapse thread, if one
+ *    runs) at nice 10 steps above the program's thread that started it
+ *    (internal.h, HPM_BACKGROUND_NICE_STEPS; docs/bench.md, session 36),
+ *    read from /proc/self/task/N/stat; with the program at nice 15, at
+ *    19 (never above 19, never below the program). The library's
+ *    threads are those named "hpmalloc". CCoW's thread is not lowered.
+ * Under TSan only cases 3, 4 and 5 run: TSan's own thread counts as the
  * program's. */
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,6 +111,9 @@ static void *worker(void *arg) {
 }
 
 static int signal_case(void);
+static int nice_case(void);
+static int nice_of(int tid);
+static int library_threads_at(int want);
 
 /* Case 1b's atexit handler: 4 MiB of stack, then exit status 42. */
 static void deep_atexit(void) {
@@ -119,6 +131,7 @@ static int child(const char *mode) {
         return 7;
     }
     if (!strcmp(mode, "signal")) return signal_case();
+    if (!strcmp(mode, "nice")) return nice_case();
     if (!strcmp(mode, "bgatexit")) atexit(deep_atexit);
     if (!strcmp(mode, "bg") || !strcmp(mode, "bgatexit") || !strcmp(mode, "bglate")) {
         pthread_t t;
@@ -141,6 +154,7 @@ static int child(const char *mode) {
         fflush(stdout);
         return 6;
     }
+    if (library_threads_at(nice_of((int)gettid())) != 1) return 14;   /* CCoW's, at the program's priority */
     pthread_exit(NULL);
 }
 
@@ -202,6 +216,65 @@ static int signal_case(void) {
         return 11;
     }
     return 0;
+}
+
+/* The nice value of task tid (field 19 of /proc/self/task/N/stat), or
+ * 100 when it cannot be read. */
+static int nice_of(int tid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 100;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');   /* the name may hold spaces */
+    for (int field = 2; p && field < 19; field++) p = strchr(p + 1, ' ');
+    return p ? atoi(p + 1) : 100;
+}
+
+/* Whether task tid is one of the library's: thread_start names them
+ * "hpmalloc" (TSan runs a thread of its own too). */
+static bool is_library_thread(int tid) {
+    char path[64], name[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    bool ok = fgets(name, sizeof name, f) && !strcmp(name, "hpmalloc\n");
+    fclose(f);
+    return ok;
+}
+
+/* HPMT_NICE, if set, is the main thread's nice before anything runs (the
+ * worker, which starts the background thread, inherits it). Every thread
+ * of the library must then be at that + 10, at most 19. */
+static int nice_case(void) {
+    const char *start = getenv("HPMT_NICE");
+    if (start && setpriority(PRIO_PROCESS, (id_t)gettid(), atoi(start)) != 0) return 12;
+    int own = nice_of((int)gettid()), want = own + 10 > 19 ? 19 : own + 10;
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, NULL) || pthread_join(t, NULL)) return 4;   /* the worker checks the start */
+    return library_threads_at(want) >= 1 ? 0 : 13;
+}
+
+/* How many of the library's threads run, all at nice want; -1 (and a
+ * line saying which) when one is not, 0 when none runs. */
+static int library_threads_at(int want) {
+    int n = 0, wrong = 0;
+    DIR *d = opendir("/proc/self/task");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int tid = atoi(e->d_name);
+        if (tid <= 0 || tid == (int)gettid() || !is_library_thread(tid)) continue;
+        n++;
+        if (nice_of(tid) != want) {
+            printf("FAIL child: thread %d of the library at nice %d, want %d\n", tid, nice_of(tid), want);
+            wrong++;
+        }
+    }
+    if (d) closedir(d);
+    if (n < 1) printf("FAIL child: no thread of the library runs\n");
+    fflush(stdout);
+    return wrong ? -1 : n;
 }
 
 static double now_s(void) {
@@ -281,11 +354,15 @@ int main(int argc, char **argv) {
     printf("exit after the last thread's end: %.1f, %.1f, %.1f ms\n", late_ms[0], late_ms[1], late_ms[2]);
     CHECK(median < 100, "the process exited %.1f ms (median of 3) after its last thread ended (want under 100)", median);
     st = run_case(self, "ccow", "HPM_BACKGROUND=0", NULL, &took);
-    CHECK(st == 0, "the only program thread ended with pthread_exit while CCoW's thread ran: exit status %d after %.1f s (want 0; -1: still running)",
+    CHECK(st == 0, "the only program thread ended with pthread_exit while CCoW's thread, at the program's nice, ran: exit status %d after %.1f s (want 0; 14: CCoW's thread not at the program's nice; -1: still running)",
           st, took);
 #endif
     st = run_case(self, "exit", NULL, NULL, &took);
     CHECK(st == 7 && took < 5.0, "a main that returns 7: exit status %d after %.1f s", st, took);
+    st = run_case(self, "nice", NULL, NULL, &took);
+    CHECK(st == 0, "the library's background threads at nice +10 from the program's 0: case exit status %d", st);
+    st = run_case(self, "nice", "HPMT_NICE=15", NULL, &took);
+    CHECK(st == 0, "the same from nice 15: at 19, case exit status %d", st);
     st = run_case(self, "signal", NULL, NULL, &took);
     CHECK(st == 0, "a signal the program's only thread blocked: case exit status %d (0: pending, then handled on that thread)", st);
     return TEST_DONE();
