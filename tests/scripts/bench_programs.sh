@@ -126,6 +126,11 @@ peaks_ok=$(awk -v want="$(field "$tmp/r3" peak_live_kb)" '
 check "[[ $peaks_ok == yes ]] && grep -q 'check=ok' '$tmp/r3'" "rptest --trace-peaks: $(cat "$tmp/r3" | tr '\n' ' ')"
 $B/rptest --threads 1 --loops 50 --slots 200 >"$tmp/r1" 2>&1
 check "grep -q 'cross_rate=0 .*cross_blocks=0 .*check=ok' '$tmp/r1'" "rptest with 1 thread sends nothing: $(tail -n 1 "$tmp/r1")"
+$B/rptest --threads 2 --loops 20 --slots 100 --idle-thread 1 >"$tmp/ri" 2>&1
+check "grep -q 'check=ok' '$tmp/ri'" "rptest --idle-thread 1 (one more thread, waking every ms): $(tail -n 1 "$tmp/ri")"
+RPTEST_IDLE_THREAD_MS=soon $B/rptest --threads 2 --loops 20 --slots 100 >"$tmp/ri" 2>&1
+rc=$?
+check "[[ $rc -ne 0 ]] && grep -q 'RPTEST_IDLE_THREAD_MS' '$tmp/ri'" "rptest refuses RPTEST_IDLE_THREAD_MS=soon (rc $rc): $(tail -n 1 "$tmp/ri")"
 for d in even exp; do
   $B/rptest --threads 2 --loops 20 --slots 100 --dist $d >"$tmp/rd" 2>&1
   check "grep -q 'dist=$d .*check=ok' '$tmp/rd'" "rptest --dist $d"
