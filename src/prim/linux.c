@@ -307,15 +307,6 @@ static int linux_thread_start(void *(*fn)(void *), void *arg) {
     return e;
 }
 
-void _hpm_os_after_fork_child(void) {
-    atomic_store(&_hpm_own_threads, 0);
-    for (size_t i = 0; i < sizeof start_slots / sizeof *start_slots; i++) atomic_store(&start_slots[i].busy, false);
-}
-
-/* /proc/self/stat: the state of the main thread (field 3, after the
- * command in parentheses, which may hold spaces) and num_threads (field
- * 20). A main thread that has ended while others run is a zombie that
- * still counts there, so it is taken off. */
 /* Linux keeps a nice value per thread: this one only. A thread already
  * at 19 stays there; one whose nice cannot be read is left as it is. */
 static void linux_thread_lower_priority(int nice_steps) {
@@ -327,6 +318,15 @@ static void linux_thread_lower_priority(int nice_steps) {
     if (want > nice) setpriority(PRIO_PROCESS, tid, want);
 }
 
+void _hpm_os_after_fork_child(void) {
+    atomic_store(&_hpm_own_threads, 0);
+    for (size_t i = 0; i < sizeof start_slots / sizeof *start_slots; i++) atomic_store(&start_slots[i].busy, false);
+}
+
+/* /proc/self/stat: the state of the main thread (field 3, after the
+ * command in parentheses, which may hold spaces) and num_threads (field
+ * 20). A main thread that has ended while others run is a zombie that
+ * still counts there, so it is taken off. */
 static bool linux_program_gone(void) {
     int own = atomic_load(&_hpm_own_threads);
     if (own <= 0) return false;
