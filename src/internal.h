@@ -820,8 +820,8 @@ HPM_INTERNAL extern uint64_t _hpm_asleep_drains, _hpm_asleep_slabs;   /* asleep 
  * medium cache then serves no other thread (transfer.c). */
 HPM_INTERNAL extern bool _hpm_one_heap;
 /* Bumped when a program thread that held a heap ends and leaves none in
- * use (heap.c), with a wake_word: the background thread sleeps on it and
- * then looks soon whether the process must exit (init.c). */
+ * use (heap.c), with a wake of _hpm_bg_wake: the background thread then
+ * looks soon whether the process must exit (init.c). */
 HPM_INTERNAL extern uint32_t _hpm_gone_hint;
 /* Bumped (rate-limited) when a sender finds an owner's inbox untaken
  * batch after batch (remote.c): the background thread then looks for
