@@ -128,12 +128,18 @@ static bool in_current(const void *b) {
     return false;
 }
 
-static void asleep_owner(void) {
+/* A part's start: everything it can give back given back, its three
+ * semaphores at 0; the pages in use then. */
+static size_t part_start(sem_t *a, sem_t *b, sem_t *c) {
     hpm_trim();
-    size_t before = ht_used_pages();
-    sem_init(&allocated, 0, 0);
-    sem_init(&wake, 0, 0);
-    sem_init(&woke_done, 0, 0);
+    sem_init(a, 0, 0);
+    sem_init(b, 0, 0);
+    sem_init(c, 0, 0);
+    return ht_used_pages();
+}
+
+static void asleep_owner(void) {
+    size_t before = part_start(&allocated, &wake, &woke_done);
     pthread_t ts, tf;
     CHECK(pthread_create(&ts, NULL, sleeper_thread, NULL) == 0);
     sem_wait(&allocated);
@@ -357,14 +363,10 @@ static void racer_hook(hpm_heap_t *h) {
 }
 
 static void last_block_race(void) {
-    hpm_trim();
-    size_t before = ht_used_pages();
     racer_blocks = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(racer_blocks != MAP_FAILED);
     if (racer_blocks == MAP_FAILED) return;
-    sem_init(&racer_ready, 0, 0);
-    sem_init(&racer_go, 0, 0);
-    sem_init(&racer_freed, 0, 0);
+    size_t before = part_start(&racer_ready, &racer_go, &racer_freed);
     pthread_t tr, tf;
     CHECK(pthread_create(&tr, NULL, racer_thread, NULL) == 0);
     sem_wait(&racer_ready);
