@@ -47,10 +47,12 @@ t_check "python subprocess: the same descriptors with and without hpmalloc" test
 
 # a program that closes every descriptor above 2 (as daemons do) still
 # publishes its counters
-LD_PRELOAD=$HPM_LIB_ABS $py -c 'import os, time; os.closerange(3, 1 << 16); b = [bytearray(1 << 20) for _ in range(8)]; time.sleep(30)' &
+# (it says when its blocks are allocated: a fixed wait lost the race on a
+# busy machine, where python's start took longer)
+LD_PRELOAD=$HPM_LIB_ABS $py -c 'import os, sys, time; os.closerange(3, 1 << 16); b = [bytearray(1 << 20) for _ in range(8)]; open(sys.argv[1], "w").close(); time.sleep(60)' "$tmp/ready" &
 bg=$!
-sleep 1.5
-build/hpm stat --json --rounds 0 $bg >"$tmp/s.json" 2>"$tmp/s.err"
+i=0; while [[ ! -e $tmp/ready ]] && ((i++ < 400)); do sleep 0.05; done
+build/hpm stat --json --rounds 0 $bg >"$tmp/s.json" 2>"$tmp/s.err" || cat "$tmp/s.err"
 kill $bg 2>/dev/null; wait $bg 2>/dev/null
 t_check "hpm stat reads the counters of a program that closed its descriptors" \
     python3 -c 'import json, sys; a = json.load(open(sys.argv[1]))["hpmalloc"]; sys.exit(not (a and a["pid"] == int(sys.argv[2])))' \
