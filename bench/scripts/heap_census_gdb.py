@@ -51,6 +51,27 @@ def slab_used_blocks(s, lst):
     return int(s["credit"]) + (FULL_THRESHOLD if lst == LIST_FULL else 1)
 
 
+def heaps_live_and_hands():
+    """The sum of every heap's used_bytes (live bytes, as hpm_stats counts
+    them), and the free blocks in the heaps' hands (each hand a list linked
+    through the blocks' first words): their count and bytes."""
+    inferior = gdb.selected_inferior()
+    classes = int(gdb.parse_and_eval("sizeof(_hpm_classes) / sizeof(_hpm_classes[0])"))
+    block_bytes = [int(gdb.parse_and_eval("_hpm_class_block_bytes[%d]" % c)) for c in range(classes)]
+    live = blocks = free_bytes = 0
+    h = gdb.parse_and_eval("heaps_all")
+    while int(h) != 0:
+        live += int(h["used_bytes"])
+        for c in range(classes):
+            p = int(h["hand"][c])
+            while p != 0:
+                blocks += 1
+                free_bytes += block_bytes[c]
+                p = struct.unpack("<Q", bytes(inferior.read_memory(p, 8)))[0]
+        h = h["next_all"]
+    return live, free_bytes, blocks
+
+
 def main():
     span_ptr = gdb.lookup_type("hpm_span_t").pointer()
     ph = gdb.parse_and_eval("_hpm_ph")
@@ -121,6 +142,8 @@ def main():
     print("slabs by list: list, slabs, pages, capacity KiB, in use KiB (CURRENT: not kept)")
     for name, (n, pages, cap, used) in sorted(by_list.items()):
         print("  %-15s %5d %6d %8d %8s" % (name, n, pages, cap >> 10, "-" if name == "CURRENT" else used >> 10))
+    live, hand_bytes, hand_blocks = heaps_live_and_hands()
+    print("live bytes (sum of the heaps' used_bytes): %d KiB; free blocks in hands: %d, %d KiB" % (live >> 10, hand_blocks, hand_bytes >> 10))
     print("slabs by owner: owner, slabs, pages")
     for name, (n, pages) in sorted(by_owner.items(), key=lambda kv: -kv[1][1]):
         print("  %-20s %5d %6d" % (name, n, pages))

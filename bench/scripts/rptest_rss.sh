@@ -19,7 +19,7 @@ if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then rounds=$1; shift; fi
 prog=build/bench/rptest
 [[ -x $prog ]] || make -s "$prog"
 [[ -x build/bench/warm_memory ]] || make -s build/bench/warm_memory
-declare -A ns rss live ratio
+declare -A ns rss live ratio slack
 for ((r = 0; r < rounds; r++)); do
   for spec in "$@"; do
     name=${spec%%=*} lib=${spec#*=}
@@ -31,14 +31,15 @@ for ((r = 0; r < rounds; r++)); do
     p=$(grep -o 'peak_live_kb=[0-9]*' <<<"$out" | cut -d= -f2)
     ns[$name]+="$n " rss[$name]+="$m " live[$name]+="$p "
     ratio[$name]+="$(awk -v m="$m" -v p="$p" 'BEGIN { printf "%.3f", m / p }') "
+    slack[$name]+="$((m - p)) "
   done
 done
 med() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 echo "# rptest --threads 2 --runs 10, medians of $rounds interleaved rounds"
-echo "| allocator | ns_per_op | max RSS, MB | peak live, MB | RSS / live |"
-echo "|---|---|---|---|---|"
+echo "| allocator | ns_per_op | max RSS, MB | peak live, MB | RSS / live | RSS - live, MB |"
+echo "|---|---|---|---|---|---|"
 for spec in "$@"; do
   name=${spec%%=*}
-  awk -v n="$name" -v t="$(med "${ns[$name]}")" -v m="$(med "${rss[$name]}")" -v p="$(med "${live[$name]}")" -v q="$(med "${ratio[$name]}")" \
-    'BEGIN { printf "| %s | %.1f | %.1f | %.1f | %.2f |\n", n, t, m / 1024, p / 1024, q }'
+  awk -v n="$name" -v t="$(med "${ns[$name]}")" -v m="$(med "${rss[$name]}")" -v p="$(med "${live[$name]}")" -v q="$(med "${ratio[$name]}")" -v k="$(med "${slack[$name]}")" \
+    'BEGIN { printf "| %s | %.1f | %.1f | %.1f | %.2f | %.1f |\n", n, t, m / 1024, p / 1024, q, k / 1024 }'
 done
