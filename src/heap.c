@@ -253,15 +253,32 @@ static void heap_release_kept(hpm_heap_t *h) {
     _hpm_heap_gate_leave(h, in);
 }
 
-/* A kept emptied slab of class cls, or NULL. Only the owner adds to the
- * count, so a 0 read outside the gate is true; the gate is not entered
- * then, and a heap that only opens new slabs stays idle to the drain. */
+/* A kept emptied slab of another class with pages pages, or NULL. */
+static hpm_span_t *kept_other(hpm_heap_t *h, uint32_t pages) {
+    for (unsigned c = 0; c < HPM_CLASSES; c++) {
+        hpm_span_t *s = h->empty[c];
+        if (s && s->n_pages == pages) return slist_pop(&h->empty[c]);
+    }
+    return NULL;
+}
+
+/* A kept emptied slab for class cls, or NULL: one of the class, else one
+ * of another class of the same size, formatted again for cls (it holds no
+ * block, and none is on its way: those count as live). Every class above
+ * the small first ones has slabs of one size (sizeclass.c), so a kept slab
+ * serves whichever class runs dry next, where it used to wait for its own
+ * while the other took fresh pages (docs/allocator.md, "Written pages
+ * first"). Only the owner adds to the count, so a 0 read outside the gate
+ * is true; the gate is not entered then, and a heap that only opens new
+ * slabs stays idle to the drain. */
 static hpm_span_t *kept_take(hpm_heap_t *h, unsigned cls) {
     if (!__atomic_load_n(&h->empty_slabs, __ATOMIC_RELAXED)) return NULL;
     uint32_t in = _hpm_heap_gate_enter(h);
     hpm_span_t *s = slist_pop(&h->empty[cls]);
+    if (!s) s = kept_other(h, _hpm_classes[cls].slab_pages);
     if (s) h->empty_slabs--;
     _hpm_heap_gate_leave(h, in);
+    if (s && s->class_idx != cls) _hpm_slab_reformat(s, cls);
     return s;
 }
 

@@ -439,11 +439,26 @@ static void span_set_range(hpm_span_t *s, uintptr_t start, size_t n_pages) {
     __atomic_store_n(&s->n_pages, (uint32_t)n_pages, __ATOMIC_RELAXED);
 }
 
-/* Place an n-page span in hp, first fit inside it. */
-static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, int kind, int first) {
-    bool seek_boundary = kind == SPAN_SLAB && first < 0 && n_pages >= HPM_GRANULE_PAGES;   /* for its granule's slot */
-    if (seek_boundary) first = _hpm_bits_find_aligned_run(hp->free_bits, (unsigned)n_pages, HPM_GRANULE_PAGES);
+/* Where in hp an n-page span goes: first fit, a slab of a granule or more
+ * on a granule boundary when there is room there; -1 if it does not fit. */
+static int first_fit(const hpm_hp_t *hp, size_t n_pages, int kind) {
+    int first = -1;
+    if (kind == SPAN_SLAB && n_pages >= HPM_GRANULE_PAGES)   /* for its granule's slot */
+        first = _hpm_bits_find_aligned_run(hp->free_bits, (unsigned)n_pages, HPM_GRANULE_PAGES);
     if (first < 0) first = _hpm_bits_find_run(hp->free_bits, (unsigned)n_pages, 0);
+    return first;
+}
+
+/* The free run of hp that first_fit would cut, in pages. */
+static unsigned first_fit_run(const hpm_hp_t *hp, size_t n_pages, int kind) {
+    int first = first_fit(hp, n_pages, kind);
+    unsigned from;
+    return first < 0 ? HPM_PAGES_PER_HP : _hpm_bits_run_around(hp->free_bits, (unsigned)first, (unsigned)n_pages, &from);
+}
+
+/* Place an n-page span in hp, at first (-1: first fit). */
+static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, int kind, int first) {
+    if (first < 0) first = first_fit(hp, n_pages, kind);
     if (first < 0) return NULL;
     hpm_span_t *s = kind == SPAN_SLAB ? slab_record_new(ph, hp, (unsigned)first) : span_new(ph);
     if (!s) {   /* out of metadata: an empty hugepage taken for it goes back */
@@ -491,6 +506,64 @@ static hpm_span_t *span_alloc_coloured(hpm_pageheap_t *ph, uint64_t mask) {
     return NULL;
 }
 
+/* Where n pages fit on written free pages of hp (on a granule boundary
+ * when aligned), as tightly as they can: the written run whose free run
+ * around it is shortest. -1 if none; *around_pages gets that length. */
+static int written_fit(const hpm_hp_t *hp, unsigned n, bool aligned, unsigned *around_pages) {
+    uint64_t written_free[8];
+    for (unsigned w = 0; w < 8; w++) written_free[w] = hp->free_bits[w] & hp->dirty_bits[w];
+    int best = -1;
+    unsigned best_pages = HPM_PAGES_PER_HP + 1;
+    for (int at = _hpm_bits_find_run(written_free, n, 0); at >= 0;) {
+        unsigned run = _hpm_bits_run_from(written_free, (unsigned)at), place = (unsigned)at;
+        if (aligned) place = (place + HPM_GRANULE_PAGES - 1) & ~(HPM_GRANULE_PAGES - 1);
+        if (place + n <= (unsigned)at + run) {
+            unsigned from, pages = _hpm_bits_run_around(hp->free_bits, place, n, &from);
+            if (pages < best_pages) { best_pages = pages; best = (int)place; }
+        }
+        unsigned next = (unsigned)at + run;
+        at = next < HPM_PAGES_PER_HP ? _hpm_bits_find_run(written_free, n, next) : -1;
+    }
+    *around_pages = best_pages;
+    return best;
+}
+
+/* During the small start a page costs RSS from its first write (4 KiB
+ * pages), and a written page that is free again costs nothing more, but
+ * fill before break looks only at the longest free runs. So a span in the
+ * small start goes on written free pages when some fit (a slab of a
+ * granule or more only on a granule boundary, for its record slot,
+ * internal.h), the tightest such place first, if
+ * - its free run is no longer than the one that fill before break would
+ *   cut (limit_pages, first_fit_run): it must not break a longer run than
+ *   that, or the heap outgrows its small start sooner;
+ * - its hugepage is at least half used: a sparse one is left to empty
+ *   (sqlite3's sorter grows a buffer to 2 MB by realloc, and with spans
+ *   kept in sparse hugepages it found no empty one and ended the small
+ *   start; docs/allocator.md, "Written pages first");
+ * - and not emptied: those wait in the usual order, which takes them only
+ *   when no partial one fits, so that they can still be given back whole
+ *   (and a block freed whole with them is not handed out again at once).
+ * NULL when no such place; then the usual order places the span. */
+static hpm_hp_t *small_start_written(hpm_pageheap_t *ph, size_t n_pages, int kind, unsigned limit_pages, int *first) {
+    if (!hpm_ph_small_start(ph) || n_pages >= HPM_PAGES_PER_HP) return NULL;
+    bool aligned = kind == SPAN_SLAB && n_pages >= HPM_GRANULE_PAGES;
+    size_t top = ph->top_hp < HPM_SMALL_START_HP ? ph->top_hp : HPM_SMALL_START_HP;
+    hpm_hp_t *best = NULL;
+    unsigned best_pages = limit_pages + 1;
+    for (size_t i = 0; i < top; i++) {
+        hpm_hp_t *hp = hp_at(ph, i);
+        if (hp->state != HP_ACTIVE || hp->backing != BACK_THP || hp->used_pages < HPM_PAGES_PER_HP / 2) continue;
+        unsigned pages;
+        int at = written_fit(hp, (unsigned)n_pages, aligned, &pages);
+        if (at < 0 || pages > best_pages || (pages == best_pages && best && hp->used_pages <= best->used_pages)) continue;
+        best = hp;
+        best_pages = pages;
+        *first = at;
+    }
+    return best;
+}
+
 hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask) {
     hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
     if (colour_mask && n_pages == 1) return span_alloc_coloured(ph, colour_mask);
@@ -506,10 +579,13 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
      * max RSS). The sets matter once the hugepages are huge. */
     bool mix = ph->active_count <= HPM_TINY_HEAP_HP || hpm_ph_small_start(ph);
     if (!hp && mix) hp = _hpm_filler_find(ph, other, n_pages);
+    int first = -1;   /* where in hp: -1, first fit */
+    hpm_hp_t *written = small_start_written(ph, n_pages, kind, hp ? first_fit_run(hp, n_pages, kind) : HPM_PAGES_PER_HP, &first);
+    if (written) hp = written;
     if (!hp) hp = hp_get_empty(ph);
     if (!hp) hp = _hpm_filler_find(ph, other, n_pages);   /* out of memory: pollute */
     if (!hp) return NULL;
-    hpm_span_t *s = span_place(ph, hp, n_pages, kind, -1);
+    hpm_span_t *s = span_place(ph, hp, n_pages, kind, first);
     hpm_ph_changed(ph);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;

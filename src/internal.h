@@ -55,7 +55,8 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 /* ---- size classes (sizeclass.c) ---- */
-#define HPM_CLASSES 59
+#define HPM_CLASSES 47                    /* 35 up to 1 KiB (the last is HPM_CLASS_1K), 12 above (sizeclass.c) */
+#define HPM_CLASS_1K 34
 #define HPM_SMALL_MAX_BYTES ((size_t)8 * 1024)   /* larger: page spans */
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
 #define HPM_MIN_ALIGN 16
@@ -114,8 +115,8 @@ static inline unsigned hpm_size_class_tiny(size_t size) { return _hpm_class_of8[
 static inline unsigned hpm_size_class(size_t size) {
     if (likely(size <= 1024)) return hpm_size_class_tiny(size);
     size_t s = size - 1;
-    unsigned b = 63u - (unsigned)__builtin_clzl(s);          /* 10..12 */
-    return 11u + (b - 7u) * 8u + (unsigned)((s >> (b - 3u)) & 7u);
+    unsigned b = 63u - (unsigned)__builtin_clzl(s);          /* 10..12: four classes per doubling */
+    return HPM_CLASS_1K + 1u + (b - 10u) * 4u + (unsigned)((s >> (b - 2u)) & 3u);
 }
 
 /* ---- spans ---- */
@@ -890,6 +891,8 @@ HPM_INTERNAL void _hpm_transfer_fork_child(void);
 
 /* slab.c */
 HPM_INTERNAL void _hpm_slab_format(hpm_span_t *s, unsigned cls);
+/* An emptied slab (no block live or on its way) formatted for class cls. */
+HPM_INTERNAL void _hpm_slab_reformat(hpm_span_t *s, unsigned cls);
 /* Formats the next page's worth of never-used blocks onto the free list;
  * false when there is none. Owner only. */
 HPM_INTERNAL bool _hpm_slab_extend(hpm_span_t *s);

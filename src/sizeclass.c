@@ -1,9 +1,14 @@
 /* sizeclass.c: the small-object size classes. Classes 0..6 are 16..64
  * bytes in steps of 8 (blocks of 24, 40 and 56 bytes are 8-aligned, which
  * is all an object of that size can need), 7..10 are 80..128 in steps of
- * 16; above that, eight classes per doubling up to 8 KiB (at most 12.5%
- * internal waste). Slabs are 32 KiB for blocks of up
- * to 1 KiB (at least 32 blocks) and 64 KiB above (at least 8). Larger
+ * 16; above that, eight classes per doubling up to 1 KiB (at most 12.5%
+ * internal waste) and four per doubling up to 8 KiB (at most 25%, as
+ * jemalloc and mimalloc space theirs): 47 classes. Every slab is 32 KiB,
+ * one granule (internal.h), at least 4 blocks, so that one slab size
+ * serves every class (a heap's kept empty slabs, heap.c) and every slab
+ * placed on a granule boundary is found from its slot. docs/allocator.md,
+ * "Sizes": each thread pays about one partial slab per class it uses, so
+ * fewer and smaller slabs above 1 KiB cut rptest's max RSS. Larger
  * requests are page spans of their own, which fragment less when a program
  * frees most of its big objects. HPM_ALIGN16 gives the 24-, 40- and
  * 56-byte classes 16-byte-multiple blocks (block_bytes_of). Invariant:
@@ -34,8 +39,12 @@ const uint8_t _hpm_class_of8[(1024 >> 3) + 1] = {
 static uint32_t class_bytes(unsigned cls) {
     if (cls < 7) return 8u * (cls + 2u);          /* 16..64 by 8 */
     if (cls < 11) return 64u + 16u * (cls - 6u);  /* 80..128 by 16 */
-    unsigned k = cls - 11u, b = 7u + k / 8u, j = k % 8u;
-    return (1u << b) + (j + 1u) * (1u << (b - 3u));
+    if (cls < HPM_CLASS_1K + 1) {                  /* 144..1024: 8 per doubling */
+        unsigned k = cls - 11u, b = 7u + k / 8u, j = k % 8u;
+        return (1u << b) + (j + 1u) * (1u << (b - 3u));
+    }
+    unsigned k = cls - (HPM_CLASS_1K + 1u), b = 10u + k / 4u, j = k % 4u;   /* 1280..8192: 4 per doubling */
+    return (1u << b) + (j + 1u) * (1u << (b - 2u));
 }
 
 /* A class's blocks: class_bytes, but with HPM_ALIGN16 the 24-, 40- and
@@ -56,12 +65,13 @@ void _hpm_classes_init(void) {
         hpm_class_t *k = &_hpm_classes[c];
         k->block_bytes = block_bytes_of(c);
         _hpm_class_block_bytes[c] = k->block_bytes;
-        k->slab_pages = k->block_bytes <= 1024 ? 8 : 16;   /* docs/allocator.md, "Sizes": 32 KiB, at least 32 blocks */
+        k->slab_pages = HPM_GRANULE_PAGES;   /* docs/allocator.md, "Sizes": 32 KiB, at least 4 blocks of 8 KiB */
         k->capacity = (k->slab_pages * (uint32_t)HPM_PAGE_BYTES) / k->block_bytes;
         k->recip = (uint32_t)(((1ull << 32) + k->block_bytes - 1) / k->block_bytes);
         k->div_magic = (uint64_t)((((unsigned __int128)1 << 64) / k->block_bytes) + 1);
         k->div_step = (uint64_t)k->block_bytes * k->div_magic;   /* wraps mod 2^64 to block_bytes - (2^64 mod block_bytes) */
     }
+    hpm_assert(class_bytes(HPM_CLASS_1K) == 1024 && class_bytes(HPM_CLASSES - 1) == HPM_SMALL_MAX_BYTES);
     for (unsigned i = 0; i <= (1024 >> 3); i++) {
         size_t size = i == 0 ? 1 : (size_t)i << 3;
         unsigned c = 0;

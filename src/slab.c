@@ -43,6 +43,12 @@ void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
     _hpm_slab_extend(s);
 }
 
+void _hpm_slab_reformat(hpm_span_t *s, unsigned cls) {
+    if (s->held_pages_mask)   /* pages given back while it was empty: written again as it fills */
+        __atomic_sub_fetch(&_hpm_slab_held_pages, (size_t)__builtin_popcount(s->held_pages_mask), __ATOMIC_RELAXED);
+    _hpm_slab_format(s, cls);
+}
+
 /* Blocks are formatted a page at a time as the slab fills, so a slab that
  * is used a little costs only the pages it used (no 64 KiB touched at
  * once: small programs, issue 11 item 6). */

@@ -1,16 +1,16 @@
 /* test_ownsize.c: the lookups of malloc_usable_size and realloc
  * (own_block_bytes, live_span_bytes and their slow path in alloc.c).
  *
- * 1. For every small class, 300 blocks of this thread (so that the larger
- *    blocks also lie in the second granule of their 64 KiB slab, past the
- *    granule slot's guess): the usable size is the class's size and
+ * 1. For every small class, 300 blocks of this thread (the first few of
+ *    the larger classes lie in a small first slab off a granule boundary,
+ *    past the granule slot's guess): the usable size is the class's size and
  *    equals hpm_range's length; a realloc within the class keeps the
  *    pointer and one past it moves with the contents.
  * 2. The same blocks asked from another thread (the any-thread lookup):
  *    the same sizes.
  * 3. Medium and large blocks: the usable size is hpm_range's length.
  * 4. In forked children: malloc_usable_size or realloc of a freed block
- *    of the second granule, of a freed medium span and of an interior
+ *    of a slab off its granule's slot, of a freed medium span and of an interior
  *    pointer stops the process with one line naming the error.
  */
 #include <malloc.h>
@@ -53,18 +53,20 @@ static void dies(void (*fn)(void), const char *want, const char *what) {
 
 static void *volatile sink;
 static void *launder(void *p) { __asm__("" : "+r"(p)); return p; }   /* hides the bug from the compiler */
-static void *second_granule_block(void) {
-    /* a block past the first granule of its slab, the largest class first */
+static void *off_slot_block(void) {
+    /* a block of a slab whose record is not in the block's granule slot (a
+     * small first slab off a granule boundary: free and realloc find it
+     * through the page map), the largest class first */
     for (unsigned c = HPM_CLASSES; c-- > 0; )
         for (int i = 0; i < PER_CLASS; i++) {
             void *p = blocks[c][i];
             hpm_span_t *s = p ? hpm_span_of(p) : NULL;
-            if (s && (uintptr_t)p - s->start >= HPM_GRANULE_BYTES) return p;
+            if (s && hpm_slab_guess(p) != s) return p;
         }
     return NULL;
 }
-static void usable_freed_block(void) { void *p = second_granule_block(), *q = launder(p); free(p); sink = (void *)malloc_usable_size(q); }
-static void realloc_freed_block(void) { void *p = second_granule_block(), *q = launder(p); free(p); sink = realloc(q, 5000); }
+static void usable_freed_block(void) { void *p = off_slot_block(), *q = launder(p); free(p); sink = (void *)malloc_usable_size(q); }
+static void realloc_freed_block(void) { void *p = off_slot_block(), *q = launder(p); free(p); sink = realloc(q, 5000); }
 static void usable_freed_span(void) { void *p = malloc(100000), *q = launder(p); free(p); sink = (void *)malloc_usable_size(q); }
 static void realloc_interior(void) { char *p = malloc(200000); sink = realloc(launder(p + 4096), 10); }
 
@@ -81,8 +83,8 @@ int main(void) {
         }
         CHECK(bad == 0, "class %u (%zu bytes): %d of %d blocks with a wrong usable size", c, bytes, bad, PER_CLASS);
     }
-    hpm_span_t *s = hpm_span_of(second_granule_block());
-    CHECK(s && s->kind == SPAN_SLAB, "no block past its slab's first granule");
+    hpm_span_t *s = hpm_span_of(off_slot_block());
+    CHECK(s && s->kind == SPAN_SLAB, "no block of a slab off its granule's slot");
     if (!s) return TEST_DONE();
     /* realloc within the class and past it */
     unsigned c = hpm_size_class(4096);
@@ -111,8 +113,8 @@ int main(void) {
         free(q);
     }
     /* bad pointers */
-    dies(usable_freed_block, "double free", "malloc_usable_size of a freed block past the first granule");
-    dies(realloc_freed_block, "double free", "realloc of a freed block past the first granule");
+    dies(usable_freed_block, "double free", "malloc_usable_size of a freed block of a slab off its slot");
+    dies(realloc_freed_block, "double free", "realloc of a freed block of a slab off its slot");
     dies(usable_freed_span, "malloc_usable_size", "malloc_usable_size of a freed medium span");
     dies(realloc_interior, "interior pointer", "realloc of an interior pointer of a medium span");
     for (unsigned k = 0; k < HPM_CLASSES; k++)

@@ -104,6 +104,51 @@ static hpm_span_t *alloc(hpm_pageheap_t *ph, size_t pages, int kind) {
     return _hpm_ph_alloc_span(ph, pages, kind, 0);
 }
 
+/* Written pages first: during the small start a span goes on free pages
+ * that a span wrote before, in a hugepage at least half used, when their
+ * free run is no longer than the one fill before break would cut (a slab
+ * only on a granule boundary), the tightest first; an emptied hugepage's
+ * written pages wait; past the small start, fill before break alone. */
+static void test_small_start_written(void) {
+    hpm_pageheap_t *ph = new_ph();
+    hpm_span_t *a = alloc(ph, 300, SPAN_MEDIUM);   /* hp0: 0..299 */
+    hpm_span_t *c = alloc(ph, 16, SPAN_MEDIUM);    /* hp0: 300..315 */
+    hpm_span_t *d = alloc(ph, 100, SPAN_MEDIUM);   /* hp0: 316..415, 96 never written after it */
+    hpm_span_t *e = alloc(ph, 472, SPAN_MEDIUM);   /* hp1: 0..471, 40 never written after it */
+    CHECK(a && c && d && e && hp_index(ph, d) == 0 && hp_index(ph, e) == 1);
+    _hpm_ph_free_span(ph, c);                      /* hp0 300..315: written, free, between a and d */
+    uintptr_t hp0 = ph->hps[0].addr, hp1 = ph->hps[1].addr;
+    hpm_span_t *s = alloc(ph, HPM_GRANULE_PAGES, SPAN_SLAB);   /* fill before break: hp1's 40 */
+    CHECK(s && s->start == hp0 + ((uintptr_t)304 << 12) && !s->clean && ph->hps[1].used_pages == 472,
+          "a slab on written pages, at the granule boundary 304 of hp0: %#lx (hp1 %u used)",
+          s ? (unsigned long)(s->start - ph->base) : 0ul, ph->hps[1].used_pages);
+    hpm_span_t *m = alloc(ph, 3, SPAN_MEDIUM);      /* written 300..303 and 312..315: the first of the tightest */
+    CHECK(m && m->start == hp0 + ((uintptr_t)300 << 12) && !m->clean, "a medium span on written pages 300..302 of hp0: %#lx",
+          m ? (unsigned long)(m->start - ph->base) : 0ul);
+    hpm_span_t *n = alloc(ph, 8, SPAN_MEDIUM);      /* no written run of 8 (303, 312..315): fill before break, hp1 */
+    CHECK(n && n->start == hp1 + ((uintptr_t)472 << 12) && n->clean, "no written run fits: hp1's free end: %#lx",
+          n ? (unsigned long)(n->start - ph->base) : 0ul);
+    /* an emptied hugepage is not taken for its written pages while a partial one fits */
+    hpm_span_t *f = alloc(ph, 400, SPAN_MEDIUM);    /* fits neither: hp2 */
+    CHECK(f && hp_index(ph, f) == 2);
+    _hpm_ph_free_span(ph, f);
+    CHECK(ph->hps[2].state == HP_CACHED);
+    hpm_span_t *g = alloc(ph, 8, SPAN_MEDIUM);      /* hp1's never-written 480..487, not hp2 */
+    CHECK(g && g->start == hp1 + ((uintptr_t)480 << 12) && ph->hps[2].state == HP_CACHED, "g at %#lx",
+          g ? (unsigned long)(g->start - ph->base) : 0ul);
+    /* a hugepage under half used keeps its written pages for itself: they wait for it to empty */
+    _hpm_ph_free_span(ph, a);                       /* hp0: 111 used, 0..299 written and free */
+    hpm_span_t *h = alloc(ph, 4, SPAN_MEDIUM);      /* hp1's 488..491 (fill before break), not hp0's written 312..315 */
+    CHECK(h && h->start == hp1 + ((uintptr_t)488 << 12), "h at %#lx", h ? (unsigned long)(h->start - ph->base) : 0ul);
+    /* past the small start: the place fill before break takes, written or not */
+    a = alloc(ph, 300, SPAN_MEDIUM);                /* hp0 0..299 again: the only fit */
+    CHECK(a && a->start == hp0);
+    _hpm_ph_free_span(ph, m);                       /* hp0 300..302 written and free */
+    ph->huge_started = true;
+    hpm_span_t *t = alloc(ph, 3, SPAN_MEDIUM);      /* hp1 has 20 free (492..511), hp0 more: hp1 */
+    CHECK(t && hp_index(ph, t) == 1, "past the small start: hp1, the fullest that fits: %zu", t ? hp_index(ph, t) : 99);
+}
+
 /* Fill-before-break: a span goes to the most used hugepage that fits. */
 static void test_fill_before_break(void) {
     hpm_pageheap_t *ph = new_ph();
@@ -518,6 +563,7 @@ static void test_large_and_slack(void) {
  * Aligned large spans still start on a hugepage. */
 static void test_large_end_run(void) {
     hpm_pageheap_t *ph = new_ph();
+    ph->huge_started = true;   /* past the small start, where written free pages would come first */
     hpm_span_t *m = alloc(ph, 100, SPAN_MEDIUM);                      /* hp0: pages 0..99 */
     hpm_span_t *big = _hpm_ph_alloc_large(ph, 600, HPM_PAGE_BYTES);  /* a hugepage and 88 pages */
     CHECK(m && big && hp_index(ph, m) == 0);
@@ -681,9 +727,10 @@ static void test_block_start_magic(void) {
 }
 
 /* hpm_size_class(n) is the smallest class that holds n bytes, for every
- * small size; the classes grow, by at most a quarter above 128 bytes, and
- * the last is HPM_SMALL_MAX_BYTES. Slabs: 32 KiB up to 1 KiB blocks, 64
- * KiB above, so every slab holds at least 8 blocks. */
+ * small size; the classes grow, by at most a quarter above 128 bytes
+ * (an eighth from 128 bytes to 1 KiB, a quarter above), and the last is
+ * HPM_SMALL_MAX_BYTES. Slabs: 32 KiB (one granule) for every class, so
+ * every slab holds at least 4 blocks. */
 static void test_size_classes(void) {
     size_t wrong = 0;
     for (size_t n = 1; n <= HPM_SMALL_MAX_BYTES; n++) {
@@ -694,12 +741,12 @@ static void test_size_classes(void) {
     size_t steep = 0, slabs = 0;
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         const hpm_class_t *k = &_hpm_classes[c];
-        if (k->slab_pages != (k->block_bytes <= 1024 ? 8u : 16u) || k->capacity < 8 ||
+        if (k->slab_pages != HPM_GRANULE_PAGES || k->capacity < 4 ||
             k->capacity != (k->slab_pages << HPM_PAGE_SHIFT) / k->block_bytes)
             slabs++;
         if (c == 0) continue;
         uint32_t a = _hpm_classes[c - 1].block_bytes, b = k->block_bytes;
-        if (b <= a || (a >= 128 && (uint64_t)b * 4 > (uint64_t)a * 5)) steep++;
+        if (b <= a || (a >= 128 && (uint64_t)b * 4 > (uint64_t)a * 5) || (a >= 128 && a < 1024 && (uint64_t)b * 8 > (uint64_t)a * 9)) steep++;
     }
     CHECK(steep == 0, "%zu class steps shrink or grow by more than a quarter", steep);
     CHECK(slabs == 0, "%zu classes have the wrong slab size or capacity", slabs);
@@ -806,6 +853,7 @@ int main(void) {
     test_size_classes();
     test_block_start_magic();
     test_fill_before_break();
+    test_small_start_written();
     test_small_start();
     test_collapse_later();
     test_small_start_ripe();

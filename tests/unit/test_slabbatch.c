@@ -7,8 +7,10 @@
  * count drops from 16 to 9 (slab by slab it stayed at 16). Each batch must
  * return exactly its 8 slabs' pages to the pageheap, and the kept slabs
  * must be empty, on the empty list of their class and owned by the
- * heap. At thread exit every kept slab goes back too (pages in use as
- * before the thread). */
+ * heap. A kept slab then serves another class, formatted again. At
+ * thread exit every kept slab goes back too (pages in use as before the
+ * thread). */
+#include <malloc.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include "internal.h"
@@ -28,6 +30,41 @@ static unsigned kept_on_lists(hpm_heap_t *h, unsigned *bad) {
                 (*bad)++;
         }
     return n;
+}
+
+/* Every class's slab (but a heap's small first ones) is one size, so a
+ * kept slab of the 256-byte class serves a class that runs dry: a 2048-byte
+ * block lands in one, formatted again for its class, with no new pages. */
+static void kept_serves_other_class(hpm_heap_t *h) {
+    hpm_span_t *kept[HPM_HEAP_EMPTY_SLABS];
+    unsigned n = 0;
+    for (unsigned c = 0; c < HPM_CLASSES; c++)
+        for (hpm_span_t *s = h->empty[c]; s && n < HPM_HEAP_EMPTY_SLABS; s = s->next) kept[n++] = s;
+    CHECK(n > 0 && n == h->empty_slabs, "%u kept slabs listed, %u counted", n, h->empty_slabs);
+    size_t pages = ht_used_pages();
+    unsigned cls = hpm_size_class(2048);
+    unsigned char *p = malloc(2048);
+    hpm_span_t *s = p ? hpm_span_of(p) : NULL;
+    bool was_kept = false;
+    for (unsigned i = 0; i < n; i++) was_kept |= kept[i] == s;
+    CHECK(s && was_kept && s->class_idx == cls && s->block_bytes == 2048 && s->list == LIST_CURRENT &&
+              h->empty_slabs == n - 1 && ht_used_pages() == pages,
+          "a 2048-byte block in a kept slab (%d), class %u (want %u), %u kept (want %u), pages %zu -> %zu", was_kept,
+          s ? s->class_idx : 0, cls, h->empty_slabs, n - 1, pages, ht_used_pages());
+    char why[256] = "";
+    CHECK(s && _hpm_check_span(s, why), "the slab formatted again: %s", why);
+    void *q[8];
+    unsigned good = 0;
+    for (unsigned i = 0; i < 8; i++) {
+        q[i] = malloc(2048);
+        if (q[i] && malloc_usable_size(q[i]) == 2048 && (i >= 3 || hpm_span_of(q[i]) == s)) good++;
+        if (q[i]) memset(q[i], 0x6b, 2048);
+    }
+    CHECK(good == 8, "%u of 8 more blocks of the class with its size (the first 3 in the same slab)", good);
+    if (p) memset(p, 0x6a, 2048);
+    for (unsigned i = 0; i < 8; i++) free(q[i]);
+    CHECK(!p || (p[0] == 0x6a && p[2047] == 0x6a), "the first block kept its contents");
+    free(p);
 }
 
 static void *run(void *arg) {
@@ -78,6 +115,7 @@ static void *run(void *arg) {
     unsigned lists = kept_on_lists(h, &bad);
     CHECK(lists == h->empty_slabs, "%u slabs on the empty lists, the heap counts %u", lists, h->empty_slabs);
     CHECK(bad == 0, "%u kept slabs are not empty, not on their class's list or not owned by the heap", bad);
+    kept_serves_other_class(h);
     munmap(blk, n * sizeof *blk);
     return NULL;
 }
