@@ -268,14 +268,15 @@ static hpm_span_t *kept_other(hpm_heap_t *h, uint32_t pages) {
  * the small first ones has slabs of one size (sizeclass.c), so a kept slab
  * serves whichever class runs dry next, where it used to wait for its own
  * while the other took fresh pages (docs/allocator.md, "Written pages
- * first"). Only the owner adds to the count, so a 0 read outside the gate
+ * first"); not a coloured class (test_colour). Only the owner adds to the count, so a 0 read outside the gate
  * is true; the gate is not entered then, and a heap that only opens new
  * slabs stays idle to the drain. */
 static hpm_span_t *kept_take(hpm_heap_t *h, unsigned cls) {
     if (!__atomic_load_n(&h->empty_slabs, __ATOMIC_RELAXED)) return NULL;
     uint32_t in = _hpm_heap_gate_enter(h);
     hpm_span_t *s = slist_pop(&h->empty[cls]);
-    if (!s) s = kept_other(h, _hpm_classes[cls].slab_pages);
+    bool coloured = h->colour_mask && _hpm_classes[cls].block_bytes <= HPM_COLOUR_MAX_BLOCK;   /* single pages of its colours (slab_new) */
+    if (!s && !coloured) s = kept_other(h, _hpm_classes[cls].slab_pages);
     if (s) h->empty_slabs--;
     _hpm_heap_gate_leave(h, in);
     if (s && s->class_idx != cls) _hpm_slab_reformat(s, cls);

@@ -8,7 +8,9 @@
  *    small object the thread allocates has an allowed colour (page index
  *    inside its hugepage mod HPM_COLOR_COUNT); two threads with disjoint
  *    masks never share a page; an uncoloured thread still uses many
- *    colours; a mask beyond the colour count is EINVAL. */
+ *    colours; a mask beyond the colour count is EINVAL; a thread that
+ *    kept an emptied uncoloured slab and then takes colours does not get
+ *    it for its coloured classes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -95,6 +97,29 @@ static void *slab_thread(void *arg) {
     return NULL;
 }
 
+/* A thread that kept an emptied slab of an uncoloured class (2 KiB
+ * blocks) and then takes colours: its coloured classes never get that
+ * slab (a kept slab may serve another class, heap.c, kept_take; not a
+ * coloured one, whose slabs are single pages of its colours). */
+static void *kept_then_coloured(void *arg) {
+    slab_job_t *j = arg;
+    enum { N_BIG = 40 };
+    void *big[N_BIG];
+    for (int i = 0; i < N_BIG; i++) big[i] = hpm_malloc(2048);
+    for (int i = 0; i < N_BIG; i++) hpm_free(big[i]);
+    if (hpm_thread_colors(j->mask) != 0) { j->bad = (size_t)-1; return NULL; }
+    for (int i = 0; i < 400; i++) {
+        char *p = hpm_malloc(16 + (size_t)(i * 37) % 1009);
+        j->objs[i] = p;
+        if (!p) { j->bad++; continue; }
+        unsigned c = page_colour((uintptr_t)p);
+        j->pages_seen++;
+        if (!((j->mask >> c) & 1)) j->bad++;
+    }
+    for (int i = 0; i < 400; i++) hpm_free(j->objs[i]);
+    return NULL;
+}
+
 static void test_slab_colours(void) {
     unsigned count = colour_count();
     CHECK(count >= 2 && count <= 64, "colour count %u", count);
@@ -120,6 +145,13 @@ static void test_slab_colours(void) {
             shared += ((uintptr_t)a.objs[i] >> 12) == ((uintptr_t)b.objs[k] >> 12);
     CHECK(shared == 0, "threads with disjoint colours share %zu pages", shared);
     for (int i = 0; i < N_OBJ; i++) { hpm_free(a.objs[i]); hpm_free(b.objs[i]); hpm_free(u.objs[i]); }
+    static slab_job_t k;
+    k.mask = 0x3;
+    pthread_t tk;
+    pthread_create(&tk, NULL, kept_then_coloured, &k);
+    pthread_join(tk, NULL);
+    CHECK(k.bad == 0 && k.pages_seen == 400, "after a kept uncoloured slab: %zu of %zu blocks outside colours 0-1", k.bad,
+          k.pages_seen);
 }
 
 int main(void) {
