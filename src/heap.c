@@ -158,6 +158,13 @@ static void slabs_release(hpm_span_t *const *v, unsigned n) {
 
 static void slab_release(hpm_span_t *s) { slabs_release(&s, 1); }
 
+/* The colours h's slabs of class cls must lie on: 0 for any (an
+ * uncoloured heap, or a class over HPM_COLOUR_MAX_BLOCK). A coloured
+ * class's slabs are single pages of those colours (slab_new). */
+static uint64_t class_colours(const hpm_heap_t *h, unsigned cls) {
+    return _hpm_classes[cls].block_bytes <= HPM_COLOUR_MAX_BLOCK ? h->colour_mask : 0;
+}
+
 /* A new slab of class cls, owned by h. A heap's first slab of a class is
  * small (at least 4 blocks), so a program that uses many classes a little
  * still fits one hugepage: while the program is small and
@@ -176,7 +183,7 @@ static void slab_release(hpm_span_t *s) { slabs_release(&s, 1); }
  * their own (alloc-test, one thread: max RSS 12.0 -> 14.0 MB), so no. */
 static hpm_span_t *slab_new(hpm_heap_t *h, unsigned cls) {
     const hpm_class_t *k = &_hpm_classes[cls];
-    uint64_t colours = k->block_bytes <= HPM_COLOUR_MAX_BLOCK ? h->colour_mask : 0;
+    uint64_t colours = class_colours(h, cls);
     size_t first_pages = (4u * k->block_bytes + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT;
     bool small_first = !h->slabs_made[cls] && (k->block_bytes > HPM_SMALL_FIRST_ALWAYS_BYTES ||
                                                !__atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED) ||
@@ -275,8 +282,7 @@ static hpm_span_t *kept_take(hpm_heap_t *h, unsigned cls) {
     if (!__atomic_load_n(&h->empty_slabs, __ATOMIC_RELAXED)) return NULL;
     uint32_t in = _hpm_heap_gate_enter(h);
     hpm_span_t *s = slist_pop(&h->empty[cls]);
-    bool coloured = h->colour_mask && _hpm_classes[cls].block_bytes <= HPM_COLOUR_MAX_BLOCK;   /* single pages of its colours (slab_new) */
-    if (!s && !coloured) s = kept_other(h, _hpm_classes[cls].slab_pages);
+    if (!s && !class_colours(h, cls)) s = kept_other(h, _hpm_classes[cls].slab_pages);
     if (s) h->empty_slabs--;
     _hpm_heap_gate_leave(h, in);
     if (s && s->class_idx != cls) _hpm_slab_reformat(s, cls);
@@ -292,7 +298,7 @@ static bool slab_gather(hpm_span_t *s) {
 }
 
 static bool may_adopt(const hpm_heap_t *h, unsigned cls) {
-    return h->active && !(h->colour_mask && _hpm_classes[cls].block_bytes <= HPM_COLOUR_MAX_BLOCK);
+    return h->active && !class_colours(h, cls);
 }
 
 static hpm_span_t **abandoned_head(const hpm_span_t *s) {

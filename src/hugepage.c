@@ -449,13 +449,6 @@ static int first_fit(const hpm_hp_t *hp, size_t n_pages, int kind) {
     return first;
 }
 
-/* The free run of hp that first_fit would cut, in pages. */
-static unsigned first_fit_run(const hpm_hp_t *hp, size_t n_pages, int kind) {
-    int first = first_fit(hp, n_pages, kind);
-    unsigned from;
-    return first < 0 ? HPM_PAGES_PER_HP : _hpm_bits_run_around(hp->free_bits, (unsigned)first, (unsigned)n_pages, &from);
-}
-
 /* Place an n-page span in hp, at first (-1: first fit). */
 static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, int kind, int first) {
     if (first < 0) first = first_fit(hp, n_pages, kind);
@@ -535,8 +528,9 @@ static int written_fit(const hpm_hp_t *hp, unsigned n, bool aligned, unsigned *a
  * granule or more only on a granule boundary, for its record slot,
  * internal.h), the tightest such place first, if
  * - its free run is no longer than the one that fill before break would
- *   cut (limit_pages, first_fit_run): it must not break a longer run than
- *   that, or the heap outgrows its small start sooner;
+ *   cut in usual, the hugepage it chose (NULL: none fits, an empty one
+ *   comes next): it must not break a longer run than that, or the heap
+ *   outgrows its small start sooner;
  * - its hugepage is at least half used: a sparse one is left to empty
  *   (sqlite3's sorter grows a buffer to 2 MB by realloc, and with spans
  *   kept in sparse hugepages it found no empty one and ended the small
@@ -544,19 +538,26 @@ static int written_fit(const hpm_hp_t *hp, unsigned n, bool aligned, unsigned *a
  * - and not emptied: those wait in the usual order, which takes them only
  *   when no partial one fits, so that they can still be given back whole
  *   (and a block freed whole with them is not handed out again at once).
- * NULL when no such place; then the usual order places the span. */
-static hpm_hp_t *small_start_written(hpm_pageheap_t *ph, size_t n_pages, int kind, unsigned limit_pages, int *first) {
-    if (!hpm_ph_small_start(ph) || n_pages >= HPM_PAGES_PER_HP) return NULL;
+ * Returns the hugepage and *first the place; usual and its first fit when
+ * there is no such place. Past the small start: usual, *first -1. */
+static hpm_hp_t *small_start_written(hpm_pageheap_t *ph, hpm_hp_t *usual, size_t n_pages, int kind, int *first) {
+    *first = -1;
+    if (!hpm_ph_small_start(ph) || n_pages >= HPM_PAGES_PER_HP) return usual;
+    unsigned limit_pages = HPM_PAGES_PER_HP, from;
+    if (usual && (*first = first_fit(usual, n_pages, kind)) >= 0)
+        limit_pages = _hpm_bits_run_around(usual->free_bits, (unsigned)*first, (unsigned)n_pages, &from);
     bool aligned = kind == SPAN_SLAB && n_pages >= HPM_GRANULE_PAGES;
     size_t top = ph->top_hp < HPM_SMALL_START_HP ? ph->top_hp : HPM_SMALL_START_HP;
-    hpm_hp_t *best = NULL;
-    unsigned best_pages = limit_pages + 1;
+    hpm_hp_t *best = usual;
+    bool written = false;
+    unsigned best_pages = limit_pages;
     for (size_t i = 0; i < top; i++) {
         hpm_hp_t *hp = hp_at(ph, i);
         if (hp->state != HP_ACTIVE || hp->backing != BACK_THP || hp->used_pages < HPM_PAGES_PER_HP / 2) continue;
         unsigned pages;
         int at = written_fit(hp, (unsigned)n_pages, aligned, &pages);
-        if (at < 0 || pages > best_pages || (pages == best_pages && best && hp->used_pages <= best->used_pages)) continue;
+        if (at < 0 || pages > best_pages || (written && pages == best_pages && hp->used_pages <= best->used_pages)) continue;
+        written = true;
         best = hp;
         best_pages = pages;
         *first = at;
@@ -579,9 +580,8 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
      * max RSS). The sets matter once the hugepages are huge. */
     bool mix = ph->active_count <= HPM_TINY_HEAP_HP || hpm_ph_small_start(ph);
     if (!hp && mix) hp = _hpm_filler_find(ph, other, n_pages);
-    int first = -1;   /* where in hp: -1, first fit */
-    hpm_hp_t *written = small_start_written(ph, n_pages, kind, hp ? first_fit_run(hp, n_pages, kind) : HPM_PAGES_PER_HP, &first);
-    if (written) hp = written;
+    int first;   /* where in hp: -1, first fit */
+    hp = small_start_written(ph, hp, n_pages, kind, &first);
     if (!hp) hp = hp_get_empty(ph);
     if (!hp) hp = _hpm_filler_find(ph, other, n_pages);   /* out of memory: pollute */
     if (!hp) return NULL;
