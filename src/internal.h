@@ -55,7 +55,7 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 /* ---- size classes (sizeclass.c) ---- */
-#define HPM_CLASSES 47                    /* 35 up to 1 KiB (the last is HPM_CLASS_1K), 12 above (sizeclass.c) */
+#define HPM_CLASSES 50                    /* 35 up to 1 KiB (the last is HPM_CLASS_1K), 15 above (sizeclass.c) */
 #define HPM_CLASS_1K 34
 #define HPM_SMALL_MAX_BYTES ((size_t)8 * 1024)   /* larger: page spans */
 #define HPM_LARGE_MIN_PAGES 257                   /* at least this: whole hugepages */
@@ -107,16 +107,17 @@ HPM_INTERNAL extern hpm_class_t _hpm_classes[HPM_CLASSES];
 /* Each class's block size alone, for malloc's byte count (4 lines, not 21). */
 HPM_INTERNAL extern uint32_t _hpm_class_block_bytes[HPM_CLASSES];
 HPM_INTERNAL extern const uint8_t _hpm_class_of8[(1024 >> 3) + 1];
+HPM_INTERNAL extern const uint8_t _hpm_class_of128[(HPM_SMALL_MAX_BYTES >> 7) + 1];
 HPM_INTERNAL void _hpm_classes_init(void);
 
 /* The class of a size up to 1024 bytes: one table load. */
 static inline unsigned hpm_size_class_tiny(size_t size) { return _hpm_class_of8[(size + 7) >> 3]; }
 
+/* Above 1 KiB (up to HPM_SMALL_MAX_BYTES): one load from a table in
+ * 128-byte steps, since every class there is a multiple of 128. */
 static inline unsigned hpm_size_class(size_t size) {
     if (likely(size <= 1024)) return hpm_size_class_tiny(size);
-    size_t s = size - 1;
-    unsigned b = 63u - (unsigned)__builtin_clzl(s);          /* 10..12: four classes per doubling */
-    return HPM_CLASS_1K + 1u + (b - 10u) * 4u + (unsigned)((s >> (b - 2u)) & 3u);
+    return _hpm_class_of128[(size + 127) >> 7];
 }
 
 /* ---- spans ---- */

@@ -3,10 +3,13 @@
  * is all an object of that size can need), 7..10 are 80..128 in steps of
  * 16; above that, eight classes per doubling up to 1 KiB (at most 12.5%
  * internal waste) and four per doubling up to 8 KiB (at most 25%, as
- * jemalloc and mimalloc space theirs): 47 classes. Every slab is 32 KiB,
- * one granule (internal.h), at least 4 blocks, so that one slab size
- * serves every class (a heap's kept empty slabs, heap.c) and every slab
- * placed on a granule boundary is found from its slot. docs/allocator.md,
+ * jemalloc and mimalloc space theirs), with one more an eighth above each
+ * of 1, 2 and 4 KiB (above_1k_bytes): 50 classes. A slab is 32 KiB, one
+ * granule (internal.h), for blocks under 4 KiB and 64 KiB above
+ * (BIG_SLAB_MIN_BYTES), so that a slab of one class serves another of its
+ * size (a heap's kept empty slabs, heap.c) and every slab placed on a
+ * granule boundary is found from its slot (a block in a 64 KiB slab's
+ * second granule from the page map: alloc.c, free_guess_missed). docs/allocator.md,
  * "Sizes": each thread pays about one partial slab per class it uses, so
  * fewer and smaller slabs above 1 KiB cut rptest's max RSS. Larger
  * requests are page spans of their own, which fragment less when a program
@@ -36,6 +39,33 @@ const uint8_t _hpm_class_of8[(1024 >> 3) + 1] = {
     34,
 };
 
+/* The classes above 1 KiB: four per doubling (a quarter apart), and one
+ * more an eighth above each power of two (1152, 2304, 4608), where sizes
+ * of "a power of two and a header" gather (sqlite3's 4,104- and
+ * 4,368-byte page objects, 1,032-byte buffers: docs/allocator.md, "Sizes"). */
+static const uint16_t above_1k_bytes[HPM_CLASSES - HPM_CLASS_1K - 1] = {
+    1152, 1280, 1536, 1792, 2048, 2304, 2560, 3072, 3584, 4096, 4608, 5120, 6144, 7168, 8192,
+};
+
+/* The class of each size from 1025 bytes to HPM_SMALL_MAX_BYTES in
+ * 128-byte steps (entry (size + 127) / 128), static like _hpm_class_of8
+ * and checked against above_1k_bytes the same way (entries up to 1 KiB
+ * unused). */
+const uint8_t _hpm_class_of128[(HPM_SMALL_MAX_BYTES >> 7) + 1] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 35, 36, 37, 37, 38, 38, 39,
+    39, 40, 40, 41, 41, 42, 42, 42, 42, 43, 43, 43, 43, 44, 44, 44,
+    44, 45, 45, 45, 45, 46, 46, 46, 46, 47, 47, 47, 47, 47, 47, 47,
+    47, 48, 48, 48, 48, 48, 48, 48, 48, 49, 49, 49, 49, 49, 49, 49,
+    49,
+};
+
+/* Blocks of 4 KiB and more get slabs of two granules (64 KiB, 8 to 16
+ * blocks), the others one (32 KiB, at least 9 blocks): with 4 to 8 blocks
+ * a slab that a random free pattern has just refilled was full again after
+ * a few mallocs, and glibc-bench with 1..8 KiB blocks took 20% longer in
+ * the slow paths (docs/allocator.md, "Sizes", session 38). */
+#define BIG_SLAB_MIN_BYTES 4096u
+
 static uint32_t class_bytes(unsigned cls) {
     if (cls < 7) return 8u * (cls + 2u);          /* 16..64 by 8 */
     if (cls < 11) return 64u + 16u * (cls - 6u);  /* 80..128 by 16 */
@@ -43,8 +73,7 @@ static uint32_t class_bytes(unsigned cls) {
         unsigned k = cls - 11u, b = 7u + k / 8u, j = k % 8u;
         return (1u << b) + (j + 1u) * (1u << (b - 3u));
     }
-    unsigned k = cls - (HPM_CLASS_1K + 1u), b = 10u + k / 4u, j = k % 4u;   /* 1280..8192: 4 per doubling */
-    return (1u << b) + (j + 1u) * (1u << (b - 2u));
+    return above_1k_bytes[cls - HPM_CLASS_1K - 1u];
 }
 
 /* A class's blocks: class_bytes, but with HPM_ALIGN16 the 24-, 40- and
@@ -65,7 +94,7 @@ void _hpm_classes_init(void) {
         hpm_class_t *k = &_hpm_classes[c];
         k->block_bytes = block_bytes_of(c);
         _hpm_class_block_bytes[c] = k->block_bytes;
-        k->slab_pages = HPM_GRANULE_PAGES;   /* docs/allocator.md, "Sizes": 32 KiB, at least 4 blocks of 8 KiB */
+        k->slab_pages = k->block_bytes >= BIG_SLAB_MIN_BYTES ? 2 * HPM_GRANULE_PAGES : HPM_GRANULE_PAGES;
         k->capacity = (k->slab_pages * (uint32_t)HPM_PAGE_BYTES) / k->block_bytes;
         k->recip = (uint32_t)(((1ull << 32) + k->block_bytes - 1) / k->block_bytes);
         k->div_magic = (uint64_t)((((unsigned __int128)1 << 64) / k->block_bytes) + 1);
@@ -77,6 +106,11 @@ void _hpm_classes_init(void) {
         unsigned c = 0;
         while (class_bytes(c) < size) c++;
         hpm_assert(_hpm_class_of8[i] == c);
+    }
+    for (size_t i = (1024 >> 7) + 1; i <= (HPM_SMALL_MAX_BYTES >> 7); i++) {
+        unsigned c = HPM_CLASS_1K;
+        while (class_bytes(c) < i << 7) c++;
+        hpm_assert(_hpm_class_of128[i] == c);
     }
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++)   /* spancache.c's stacks */
         _hpm_medium_slot0[c + 1] = (uint16_t)(_hpm_medium_slot0[c] + HPM_SPANCACHE_BATCHES * hpm_medium_batch(c) + 1);

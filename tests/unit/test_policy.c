@@ -729,8 +729,8 @@ static void test_block_start_magic(void) {
 /* hpm_size_class(n) is the smallest class that holds n bytes, for every
  * small size; the classes grow, by at most a quarter above 128 bytes
  * (an eighth from 128 bytes to 1 KiB, a quarter above), and the last is
- * HPM_SMALL_MAX_BYTES. Slabs: 32 KiB (one granule) for every class, so
- * every slab holds at least 4 blocks. */
+ * HPM_SMALL_MAX_BYTES. Slabs: 32 KiB (one granule) for blocks under
+ * 4 KiB, 64 KiB above, so every slab holds at least 8 blocks. */
 static void test_size_classes(void) {
     size_t wrong = 0;
     for (size_t n = 1; n <= HPM_SMALL_MAX_BYTES; n++) {
@@ -741,7 +741,7 @@ static void test_size_classes(void) {
     size_t steep = 0, slabs = 0;
     for (unsigned c = 0; c < HPM_CLASSES; c++) {
         const hpm_class_t *k = &_hpm_classes[c];
-        if (k->slab_pages != HPM_GRANULE_PAGES || k->capacity < 4 ||
+        if (k->slab_pages != (k->block_bytes >= 4096 ? 2 : 1) * HPM_GRANULE_PAGES || k->capacity < 8 ||
             k->capacity != (k->slab_pages << HPM_PAGE_SHIFT) / k->block_bytes)
             slabs++;
         if (c == 0) continue;
@@ -755,6 +755,11 @@ static void test_size_classes(void) {
     CHECK(_hpm_classes[hpm_size_class(24)].block_bytes == 24 && _hpm_classes[hpm_size_class(40)].block_bytes == 40 &&
           _hpm_classes[hpm_size_class(56)].block_bytes == 56 && _hpm_classes[hpm_size_class(57)].block_bytes == 64,
           "the classes under 64 bytes are not 8 bytes apart");
+    /* an eighth above each power of two from 1 KiB (sizeclass.c): sqlite3's 4,104- and 4,368-byte page objects */
+    CHECK(_hpm_classes[hpm_size_class(1032)].block_bytes == 1152 && _hpm_classes[hpm_size_class(2056)].block_bytes == 2304 &&
+          _hpm_classes[hpm_size_class(4104)].block_bytes == 4608 && _hpm_classes[hpm_size_class(4368)].block_bytes == 4608 &&
+          _hpm_classes[hpm_size_class(4609)].block_bytes == 5120,
+          "sizes just above a power of two are rounded up by more than an eighth");
 }
 
 /* A large span that takes hugepages no one had backed (released or new)
