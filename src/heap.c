@@ -271,9 +271,10 @@ static hpm_span_t *kept_other(hpm_heap_t *h, uint32_t pages) {
 
 /* A kept emptied slab for class cls, or NULL: one of the class, else one
  * of another class of the same size, formatted again for cls (it holds no
- * block, and none is on its way: those count as live). Every class above
- * the small first ones has slabs of one size (sizeclass.c), so a kept slab
- * serves whichever class runs dry next, where it used to wait for its own
+ * block, and none is on its way: those count as live). Slabs come in two
+ * sizes besides the small first ones (32 KiB under 4 KiB blocks, 64 KiB
+ * from there: sizeclass.c), so a kept slab serves whichever class of its
+ * size runs dry next, where it used to wait for its own
  * while the other took fresh pages (docs/allocator.md, "Written pages
  * first"); not a coloured class (test_colour). Only the owner adds to the count, so a 0 read outside the gate
  * is true; the gate is not entered then, and a heap that only opens new

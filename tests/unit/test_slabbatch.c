@@ -32,8 +32,9 @@ static unsigned kept_on_lists(hpm_heap_t *h, unsigned *bad) {
     return n;
 }
 
-/* Every class's slab (but a heap's small first ones) is one size, so a
- * kept slab of the 256-byte class serves a class that runs dry: a 2048-byte
+/* Every class under 4 KiB has slabs of one size (but a heap's small
+ * first ones), so a kept slab of the 256-byte class serves another class
+ * of them that runs dry: a 2048-byte
  * block lands in one, formatted again for its class, with no new pages. */
 static void kept_serves_other_class(hpm_heap_t *h) {
     hpm_span_t *kept[HPM_HEAP_EMPTY_SLABS];
