@@ -57,8 +57,10 @@ run() {
     printf '%-44s %8d passed %3d failed  rc=%-3d reports=%-3d %4ds\n' "$label" "$p" "$f" "$rc" "$reports" $((SECONDS - t0))
     if [[ $f -ne 0 ]]; then
         grep -E 'FAIL|SUMMARY|runtime error|assertion failed' "$log" | sort | uniq -c | sort -rn | head -n 8 | sed 's/^/    | /'
+        failed_runs+=("$label: $(grep -m1 -E 'FAIL|SUMMARY|runtime error|assertion failed' "$log" | cut -c1-300)")
     fi
 }
+failed_runs=()   # "label: its first failure line", repeated at the end, where CI's tail shows it
 
 build() {   # make target, or stop with one failure
     local t0=$SECONDS
@@ -140,6 +142,10 @@ reports=$(cat "$log_dir"/*.log 2>/dev/null | grep -hE '^(SUMMARY: (Address|Threa
 if [[ -n $reports ]]; then
     echo "distinct reports (count, report):"
     echo "$reports" | head -n 30
+fi
+if [[ ${#failed_runs[@]} -gt 0 ]]; then
+    echo "failed runs (logs in $log_dir):"
+    printf '  %s\n' "${failed_runs[@]}"
 fi
 echo "sanitize.sh ${modes[*]}: $((SECONDS - t0_all)) s"
 t_done
