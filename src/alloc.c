@@ -383,9 +383,9 @@ static inline size_t own_block_bytes(const void *p) {
     if (atomic_load_explicit(&s->owner, memory_order_relaxed) == _hpm_tls_heap &&   /* &_hpm_no_heap owns nothing */
         block_ok_at(s, (void **)p, (uintptr_t)p & (HPM_GRANULE_BYTES - 1), s->fresh_lim))
         return s->block_bytes;
-    /* p in a slab that does not start at p's granule (a small first slab,
-     * or one placed off a granule boundary), found in the page map as
-     * free_mapped does */
+    /* p in a slab that does not start at p's granule (a 64 KiB slab's
+     * second granule, a small first slab, or one placed off a granule
+     * boundary), found in the page map as free_mapped does */
     s = hpm_span_of(p);
     if (!s || atomic_load_explicit(&s->owner, memory_order_relaxed) != _hpm_tls_heap || !block_ok(s, (void **)p))
         return 0;

@@ -11,7 +11,8 @@
  * granule boundary is found from its slot (a block in a 64 KiB slab's
  * second granule from the page map: alloc.c, free_guess_missed). docs/allocator.md,
  * "Sizes": each thread pays about one partial slab per class it uses, so
- * fewer and smaller slabs above 1 KiB cut rptest's max RSS. Larger
+ * fewer classes above 1 KiB and 32 KiB slabs up to 4 KiB cut rptest's
+ * max RSS. Larger
  * requests are page spans of their own, which fragment less when a program
  * frees most of its big objects. HPM_ALIGN16 gives the 24-, 40- and
  * 56-byte classes 16-byte-multiple blocks (block_bytes_of). Invariant:
