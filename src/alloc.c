@@ -119,7 +119,7 @@ static inline __attribute__((always_inline)) void *alloc_span_once(hpm_heap_t *h
     else if (align_bytes > HPM_PAGE_BYTES)
         s = _hpm_ph_alloc_aligned(&_hpm_ph, pages, align_bytes);
     else
-        s = _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
+        s = _hpm_ph_alloc_span_for(&_hpm_ph, pages, SPAN_MEDIUM, 0, h == &_hpm_no_heap ? NULL : h);
     hpm_ph_unlock(&_hpm_ph);
     hpm_collapse_poll();
     background_check();   /* after the growth: a large block freed next is released */
@@ -462,7 +462,7 @@ static void *realloc_medium_grow(void *p, hpm_span_t *old, size_t size) {
         size_t pages = hpm_medium_pages(hpm_medium_class((size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT));
         pthread_mutex_lock(&_hpm_ph.lock);
         bool grown = _hpm_ph_grow_medium(&_hpm_ph, old, pages);
-        hpm_span_t *s = grown ? old : _hpm_ph_alloc_span(&_hpm_ph, pages, SPAN_MEDIUM, 0);
+        hpm_span_t *s = grown ? old : _hpm_ph_alloc_span_for(&_hpm_ph, pages, SPAN_MEDIUM, 0, h);
         hpm_ph_unlock(&_hpm_ph);
         hpm_collapse_poll();
         background_check();

@@ -504,7 +504,7 @@ void _hpm_heap_release_drained(hpm_heap_t *h, hpm_span_t *list) {
  * arrived meanwhile goes into the abandoned slabs. */
 static void heap_abandon(hpm_heap_t *h) {
     slab_gate_enter(h);
-    h->active = false;
+    __atomic_store_n(&h->active, false, __ATOMIC_RELAXED);
     _hpm_remote_flush(h);
     _hpm_remote_drain(h);
     _hpm_spancache_flush(h);
@@ -623,7 +623,7 @@ hpm_heap_t *_hpm_heap_acquire(void) {
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) h->span_refills[c] = 0;
     _hpm_remote_open(h);
     h->colour_mask = (uint64_t)_hpm_option(HPM_OPT_COLORS);
-    h->active = true;
+    __atomic_store_n(&h->active, true, __ATOMIC_RELAXED);
     h->next_free = NULL;
     _hpm_tls_heap = h;
     if (heap_key_ok) pthread_setspecific(heap_key, h);

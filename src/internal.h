@@ -192,6 +192,7 @@ typedef struct hpm_hp_s {
     uint32_t index;
     uintptr_t addr;                 /* its 2 MiB of the arena that holds it */
     uint64_t empty_since_ns;
+    struct hpm_heap_s *home;        /* the thread heap whose medium spans it holds (hugepage.c, "homes"); NULL: none */
     struct hpm_hp_s *next, *prev;   /* filler bin list or empty cache list */
 } hpm_hp_t;
 
@@ -329,6 +330,10 @@ HPM_INTERNAL int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t res
  * SPAN_MEDIUM; colour_mask != 0 asks for a one-page span whose page
  * colour is in the mask. Returns NULL when out of memory. */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask);
+/* The same for a medium span of thread heap home (NULL: none): past the
+ * small start it goes in a hugepage of that heap's own (hugepage.c, "homes"). */
+HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_span_for(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask,
+                                                struct hpm_heap_s *home);
 /* Whole hugepages for n_pages >= HPM_LARGE_MIN_PAGES, start aligned to
  * align_bytes (>= 2 MiB); the tail of the last hugepage is left free.
  * align_bytes of 4 KiB (a plain malloc) asks for no alignment: then, in
@@ -379,6 +384,10 @@ HPM_INTERNAL void _hpm_ph_configure(hpm_pageheap_t *ph, size_t release_delay_ms,
 HPM_INTERNAL void _hpm_filler_insert(hpm_pageheap_t *ph, hpm_hp_t *hp);
 HPM_INTERNAL void _hpm_filler_remove(hpm_pageheap_t *ph, hpm_hp_t *hp);
 HPM_INTERNAL hpm_hp_t *_hpm_filler_find(hpm_pageheap_t *ph, int set, size_t n_pages);
+/* The same among hugepages whose home is h, none, or a heap that has
+ * exited, looking at no more than max_looks of them; NULL if none. */
+HPM_INTERNAL hpm_hp_t *_hpm_filler_find_home(hpm_pageheap_t *ph, int set, size_t n_pages, const struct hpm_heap_s *h,
+                                             unsigned max_looks);
 #include "bits.h"   /* _hpm_bits_*: the 512-page bitmaps */
 
 static inline uintptr_t hpm_hp_addr(const hpm_pageheap_t *ph, const hpm_hp_t *hp) {
@@ -597,7 +606,9 @@ struct hpm_heap_s {
     uint8_t ib_wait;                    /* and how many make an asleep drain due (doubles while drains free nothing) */
     hpm_heap_t *next_all;               /* every heap ever made */
     hpm_heap_t *next_free;              /* retired heaps */
-    bool active;                        /* false from the start of thread exit: adopts nothing */
+    bool active;                        /* false from the start of thread exit: adopts nothing (atomic: the
+                                         * pageheap reads it for its hugepages' homes) */
+    hpm_hp_t *home_hp;                  /* pageheap lock: the hugepage its last medium span came from (hugepage.c) */
     uint32_t outbox_blocks;             /* blocks waiting in outbox[] */
     hpm_outbox_t outbox[HPM_OUTBOX_SLOTS];  /* remote frees batched per owner (remote.c) */
     _Atomic(void *) inbox __attribute__((aligned(128)));  /* blocks of our slabs freed by other threads (a line pair of its own: the spatial prefetcher) */
@@ -878,10 +889,10 @@ HPM_INTERNAL extern uint16_t _hpm_medium_slot0[HPM_MEDIUM_CLASSES + 1];
 /* Up to want spans of class cls into out[], all marked cached: from the
  * central cache, else fresh from the pageheap (one lock hold). Returns
  * how many. */
-HPM_INTERNAL unsigned _hpm_transfer_get(unsigned cls, unsigned want, hpm_span_t **out);
+HPM_INTERNAL unsigned _hpm_transfer_get(hpm_heap_t *h, unsigned cls, unsigned want, hpm_span_t **out);
 /* n spans of class cls (marked cached) from in[] into the central cache,
  * or to the pageheap (one lock hold) where it is full. */
-HPM_INTERNAL void _hpm_transfer_put(unsigned cls, hpm_span_t *const *in, unsigned n);
+HPM_INTERNAL void _hpm_transfer_put(const hpm_heap_t *h, unsigned cls, hpm_span_t *const *in, unsigned n);
 /* Central spans back to the pageheap: all (trim), or only those of
  * classes nobody took from since the last tick (idle). */
 HPM_INTERNAL void _hpm_transfer_release(bool idle_only);

@@ -58,7 +58,7 @@ static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
     h->span_cache_n[cls] = (uint8_t)(have - n);
     h->span_cache_bytes -= (size_t)n * hpm_medium_bytes(cls);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);   /* the counts are written before the spans go (a fork is a signal-like stop) */
-    _hpm_transfer_put(cls, out, n);
+    _hpm_transfer_put(h, cls, out, n);
 }
 
 /* Until the heap first grows past HPM_SMALL_HEAP_PAGES, and while only
@@ -141,7 +141,7 @@ static hpm_span_t *cache_get(hpm_heap_t *h, size_t n_pages) {
         unsigned want = hpm_medium_batch(cls), r = h->span_refills[cls];
         if (r < 8 && (1u << r) < want) want = 1u << r;
         if (r < 255) h->span_refills[cls] = (uint8_t)(r + 1);
-        k = _hpm_transfer_get(cls, want, st);
+        k = _hpm_transfer_get(h, cls, want, st);
         h->span_low[cls] = 0;   /* the stack ran dry */
         if (k == 0) return NULL;
         h->span_cache_bytes += (size_t)k * hpm_medium_bytes(cls);

@@ -261,6 +261,96 @@ static void test_trim_releases(void) {
           (unsigned long long)st.hp_cached);
 }
 
+/* The central cache hands a thread only spans that it put there, or that
+ * a heap no longer active put; anything else comes from the pageheap, in
+ * a hugepage of the asking heap's own (hugepage.c and transfer.c,
+ * "homes"). Two heaps made here stand for two threads. */
+static hpm_heap_t fake_a, fake_b;
+
+static void test_central_homes(void) {
+    void *big = malloc(24u << 20);   /* past the small start: homes apply */
+    CHECK(big && !hpm_ph_small_start(&_hpm_ph));
+    hpm_trim();   /* the central cache starts empty */
+    __atomic_store_n(&fake_a.active, true, __ATOMIC_RELAXED);
+    __atomic_store_n(&fake_b.active, true, __ATOMIC_RELAXED);
+    unsigned cls = hpm_medium_class(12);
+    hpm_span_t *a[8], *b[8], *again[8];
+    CHECK(_hpm_transfer_get(&fake_a, cls, 8, a) == 8 && _hpm_transfer_get(&fake_b, cls, 8, b) == 8);
+    size_t hp_a = (a[0]->start - _hpm_ph.base) >> HPM_HP_SHIFT, hp_b = (b[0]->start - _hpm_ph.base) >> HPM_HP_SHIFT;
+    CHECK(hp_a != hp_b, "the two heaps' first spans share hugepage %zu", hp_a);
+    size_t mixed = 0;
+    for (unsigned i = 0; i < 8; i++)
+        for (unsigned j = 0; j < 8; j++)
+            if ((a[i]->start >> HPM_HP_SHIFT) == (b[j]->start >> HPM_HP_SHIFT)) mixed++;
+    CHECK(mixed == 0, "%zu pairs of the two heaps' spans share a hugepage", mixed);
+    CHECK(_hpm_ph.hps[hp_a].home == &fake_a && _hpm_ph.hps[hp_b].home == &fake_b, "the hugepages are the heaps' homes");
+
+    _hpm_transfer_put(&fake_a, cls, a, 8);   /* a's spans wait in the central cache */
+    CHECK(_hpm_transfer_bytes() == 8 * hpm_medium_bytes(cls));
+    unsigned n = _hpm_transfer_get(&fake_b, cls, 4, again);   /* b does not get them */
+    CHECK(n == 4 && _hpm_transfer_bytes() == 8 * hpm_medium_bytes(cls), "b took %u, central holds %zu", n,
+          _hpm_transfer_bytes());
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned j = 0; j < 8; j++) CHECK(again[i] != a[j], "b got a's span %u", j);
+    _hpm_transfer_put(&fake_b, cls, again, n);
+    hpm_span_t *back[8];
+    n = _hpm_transfer_get(&fake_a, cls, 8, back);   /* a gets its own back, newest first */
+    CHECK(n == 8, "a took back %u of its 8", n);
+    for (unsigned i = 0; i < n; i++) CHECK(back[i] == a[7 - i], "a's span %u came back as %p", i, (void *)back[i]);
+    _hpm_transfer_put(&fake_a, cls, back, n);
+    __atomic_store_n(&fake_a.active, false, __ATOMIC_RELAXED);   /* a's thread exits: anyone takes its spans */
+    n = _hpm_transfer_get(&fake_b, cls, 8, back);
+    size_t of_a = 0;
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned j = 0; j < 8; j++) of_a += back[i] == a[j];
+    CHECK(n == 8 && of_a == 8, "after a exits, b took %u spans, %zu of them a's", n, of_a);
+    _hpm_transfer_put(&fake_b, cls, back, n);
+    _hpm_transfer_put(&fake_b, cls, b, 8);
+    __atomic_store_n(&fake_b.active, false, __ATOMIC_RELAXED);
+    hpm_trim();
+    CHECK(_hpm_transfer_bytes() == 0, "trim empties the central cache");
+    free(big);
+}
+
+/* Two threads that allocate medium blocks at the same time get them in
+ * hugepages of their own: no hugepage holds blocks of both. */
+#define HOME_BLOCKS 300
+static pthread_barrier_t home_barrier;
+static void *home_blocks[2][HOME_BLOCKS];
+
+static void *home_thread(void *arg) {
+    void **mine = arg;
+    pthread_barrier_wait(&home_barrier);
+    for (unsigned i = 0; i < HOME_BLOCKS; i++) {
+        mine[i] = malloc(33 * 1024 + (i * 977u) % (31 * 1024));
+        memset(mine[i], (int)i, 64);
+        if (i % 3 == 2) { free(mine[i - 1]); mine[i - 1] = malloc(40 * 1024); }   /* some churn through the caches */
+    }
+    pthread_barrier_wait(&home_barrier);   /* both hold theirs while main counts */
+    pthread_barrier_wait(&home_barrier);
+    for (unsigned i = 0; i < HOME_BLOCKS; i++) free(mine[i]);
+    return NULL;
+}
+
+static void test_threads_apart(void) {
+    void *big = malloc(24u << 20);
+    CHECK(big && !hpm_ph_small_start(&_hpm_ph));
+    pthread_t t[2];
+    pthread_barrier_init(&home_barrier, NULL, 3);
+    for (int k = 0; k < 2; k++) pthread_create(&t[k], NULL, home_thread, home_blocks[k]);
+    pthread_barrier_wait(&home_barrier);
+    pthread_barrier_wait(&home_barrier);
+    size_t shared = 0;
+    for (unsigned i = 0; i < HOME_BLOCKS; i++)
+        for (unsigned j = 0; j < HOME_BLOCKS; j++)
+            if (((uintptr_t)home_blocks[0][i] >> HPM_HP_SHIFT) == ((uintptr_t)home_blocks[1][j] >> HPM_HP_SHIFT)) shared++;
+    CHECK(shared == 0, "%zu pairs of the two threads' blocks share a hugepage", shared);
+    pthread_barrier_wait(&home_barrier);
+    for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
+    pthread_barrier_destroy(&home_barrier);
+    free(big);
+}
+
 int main(void) {
     test_classes();
     test_heap_share_bounds();
@@ -268,6 +358,8 @@ int main(void) {
     test_double_free_dies(12 * 1024);
     test_double_free_dies(700 * 1024);
     test_threads();
+    test_central_homes();
+    test_threads_apart();
     test_trim_releases();
     return TEST_DONE();
 }
