@@ -462,6 +462,7 @@ static hpm_span_t *span_place(hpm_pageheap_t *ph, hpm_hp_t *hp, size_t n_pages, 
     }
     __atomic_store_n(&s->kind, (uint8_t)kind, __ATOMIC_RELAXED);   /* hpm_range reads it */
     s->clean = 1;
+    if (kind != SPAN_SLAB) s->home = hp->home;
     span_set_range(s, hpm_hp_addr(ph, hp) + ((uintptr_t)first << HPM_PAGE_SHIFT), n_pages);
     hp_use_pages(ph, hp, (unsigned)first, (unsigned)n_pages, s);
     return s;
@@ -575,8 +576,8 @@ static hpm_hp_t *small_start_written(hpm_pageheap_t *ph, hpm_hp_t *usual, size_t
  * one byte per 4 KiB page) ran 25% slower with the places interleaved
  * per block than in two halves, 12% per 2 blocks, 5% per 4, and not at
  * all per 2 MiB. mimalloc, snmalloc and jemalloc keep each thread's
- * memory in regions of its own. So past the small start a thread heap's
- * medium span goes, in this order, into its last hugepage (home_hp) when
+ * memory in regions of its own. So in a big enough heap (hpm_homes_on:
+ * 64 MiB, and 16 MiB a thread) a thread heap's medium span goes, in this order, into its last hugepage (home_hp) when
  * it fits there; into the most used partial hugepage that fits among
  * those of its own, of nobody, or of a thread that has exited (at most
  * HOME_LOOKS looked at); or into an empty hugepage. The hugepage becomes
@@ -595,11 +596,9 @@ static hpm_span_t *span_alloc_home(hpm_pageheap_t *ph, size_t n_pages, int kind,
     if (!hp) hp = _hpm_filler_find_home(ph, SET_HYBRID, n_pages, h, HOME_LOOKS);
     if (!hp) hp = hp_get_empty(ph);
     if (!hp) return NULL;
+    hp->home = h;   /* before span_place, which gives the span its hugepage's home; cleared if that fails and hp empties */
     hpm_span_t *s = span_place(ph, hp, n_pages, kind, first);
-    if (s) {
-        hp->home = h;
-        h->home_hp = hp;
-    }
+    if (s) h->home_hp = hp;
     return s;
 }
 
@@ -610,7 +609,7 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
 hpm_span_t *_hpm_ph_alloc_span_for(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask, hpm_heap_t *home) {
     hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
     if (colour_mask && n_pages == 1) return span_alloc_coloured(ph, colour_mask);
-    if (home && kind == SPAN_MEDIUM && !hpm_ph_small_start(ph)) {
+    if (home && kind == SPAN_MEDIUM && hpm_homes_on(ph)) {
         hpm_span_t *s = span_alloc_home(ph, n_pages, kind, home);
         if (s) {
             hpm_ph_changed(ph);

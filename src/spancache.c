@@ -58,7 +58,7 @@ static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
     h->span_cache_n[cls] = (uint8_t)(have - n);
     h->span_cache_bytes -= (size_t)n * hpm_medium_bytes(cls);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);   /* the counts are written before the spans go (a fork is a signal-like stop) */
-    _hpm_transfer_put(h, cls, out, n);
+    _hpm_transfer_put(cls, out, n);
 }
 
 /* Until the heap first grows past HPM_SMALL_HEAP_PAGES, and while only

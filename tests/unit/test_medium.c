@@ -261,15 +261,16 @@ static void test_trim_releases(void) {
           (unsigned long long)st.hp_cached);
 }
 
-/* The central cache hands a thread only spans that it put there, or that
- * a heap no longer active put; anything else comes from the pageheap, in
- * a hugepage of the asking heap's own (hugepage.c and transfer.c,
- * "homes"). Two heaps made here stand for two threads. */
+/* The central cache hands a thread only spans whose home is its heap (the
+ * heap whose hugepage holds them), no heap, or a heap no longer active;
+ * anything else comes from the pageheap, in a hugepage of the asking
+ * heap's own (hugepage.c and transfer.c, "homes"). Two heaps made here
+ * stand for two threads. */
 static hpm_heap_t fake_a, fake_b;
 
 static void test_central_homes(void) {
-    void *big = malloc(24u << 20);   /* past the small start: homes apply */
-    CHECK(big && !hpm_ph_small_start(&_hpm_ph));
+    void *big = malloc(80u << 20);   /* homes apply from 64 MiB */
+    CHECK(big && hpm_homes_on(&_hpm_ph));
     hpm_trim();   /* the central cache starts empty */
     __atomic_store_n(&fake_a.active, true, __ATOMIC_RELAXED);
     __atomic_store_n(&fake_b.active, true, __ATOMIC_RELAXED);
@@ -285,27 +286,28 @@ static void test_central_homes(void) {
     CHECK(mixed == 0, "%zu pairs of the two heaps' spans share a hugepage", mixed);
     CHECK(_hpm_ph.hps[hp_a].home == &fake_a && _hpm_ph.hps[hp_b].home == &fake_b, "the hugepages are the heaps' homes");
 
-    _hpm_transfer_put(&fake_a, cls, a, 8);   /* a's spans wait in the central cache */
+    _hpm_transfer_put(cls, a, 8);   /* a's spans wait in the central cache */
     CHECK(_hpm_transfer_bytes() == 8 * hpm_medium_bytes(cls));
     unsigned n = _hpm_transfer_get(&fake_b, cls, 4, again);   /* b does not get them */
     CHECK(n == 4 && _hpm_transfer_bytes() == 8 * hpm_medium_bytes(cls), "b took %u, central holds %zu", n,
           _hpm_transfer_bytes());
     for (unsigned i = 0; i < n; i++)
         for (unsigned j = 0; j < 8; j++) CHECK(again[i] != a[j], "b got a's span %u", j);
-    _hpm_transfer_put(&fake_b, cls, again, n);
+    CHECK(again[0]->home == &fake_b && a[0]->home == &fake_a, "spans know their homes");
+    _hpm_transfer_put(cls, again, n);
     hpm_span_t *back[8];
     n = _hpm_transfer_get(&fake_a, cls, 8, back);   /* a gets its own back, newest first */
     CHECK(n == 8, "a took back %u of its 8", n);
     for (unsigned i = 0; i < n; i++) CHECK(back[i] == a[7 - i], "a's span %u came back as %p", i, (void *)back[i]);
-    _hpm_transfer_put(&fake_a, cls, back, n);
+    _hpm_transfer_put(cls, back, n);
     __atomic_store_n(&fake_a.active, false, __ATOMIC_RELAXED);   /* a's thread exits: anyone takes its spans */
     n = _hpm_transfer_get(&fake_b, cls, 8, back);
     size_t of_a = 0;
     for (unsigned i = 0; i < n; i++)
         for (unsigned j = 0; j < 8; j++) of_a += back[i] == a[j];
     CHECK(n == 8 && of_a == 8, "after a exits, b took %u spans, %zu of them a's", n, of_a);
-    _hpm_transfer_put(&fake_b, cls, back, n);
-    _hpm_transfer_put(&fake_b, cls, b, 8);
+    _hpm_transfer_put(cls, back, n);
+    _hpm_transfer_put(cls, b, 8);
     __atomic_store_n(&fake_b.active, false, __ATOMIC_RELAXED);
     hpm_trim();
     CHECK(_hpm_transfer_bytes() == 0, "trim empties the central cache");
@@ -333,8 +335,8 @@ static void *home_thread(void *arg) {
 }
 
 static void test_threads_apart(void) {
-    void *big = malloc(24u << 20);
-    CHECK(big && !hpm_ph_small_start(&_hpm_ph));
+    void *big = malloc(80u << 20);
+    CHECK(big && hpm_homes_on(&_hpm_ph));
     pthread_t t[2];
     pthread_barrier_init(&home_barrier, NULL, 3);
     for (int k = 0; k < 2; k++) pthread_create(&t[k], NULL, home_thread, home_blocks[k]);
