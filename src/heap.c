@@ -66,10 +66,9 @@ void _hpm_background_wake(void) {
     if (_hpm_os->wake_word) _hpm_os->wake_word(&_hpm_bg_wake);
 }
 
-unsigned _hpm_heaps_live;
 static void heaps_in_use_set(unsigned n) {   /* heaps_lock held, or the only thread (fork child) */
     heaps_in_use = n;
-    __atomic_store_n(&_hpm_heaps_live, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&_hpm_ph.heaps_live, n, __ATOMIC_RELAXED);
     __atomic_store_n(&many_heaps, n > many_heaps_over, __ATOMIC_RELAXED);
     __atomic_store_n(&_hpm_one_heap, n <= 1, __ATOMIC_RELAXED);
 }

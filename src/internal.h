@@ -253,6 +253,7 @@ typedef struct hpm_pageheap_s {
     bool collapse_later;            /* leave the queue to hpm_collapse_poll (the process's pageheap, unless HPM_BACKGROUND=0), not to the unlock */
     bool collapse_running;          /* a collapse thread works through the queue; it takes what is queued meanwhile */
     bool ripe_off;                  /* no ripe collapses: a forked child (its pages are shared with the parent) */
+    unsigned heaps_live;            /* thread heaps in use (written by heap.c; atomic): hpm_homes_on */
     bool medium_caching;            /* medium span caches on: the heap reached HPM_SMALL_HEAP_PAGES or a second thread took a heap (atomic; never cleared) */
     hpm_span_t *span_free;          /* recycled span structs */
     hpm_span_t *slab_rec_free;      /* recycled spaced slab records (slab_record_spaced) */
@@ -284,11 +285,10 @@ static inline bool hpm_ph_small_start(const hpm_pageheap_t *ph) {
  * is also past the small start (16 MiB). Read without locks. */
 #define HPM_HOMES_MIN_PAGES 8192            /* 32 MiB */
 #define HPM_HOMES_PAGES_PER_HEAP 4096       /* 16 MiB */
-HPM_INTERNAL extern unsigned _hpm_heaps_live;   /* thread heaps in use (heap.c; atomic) */
 static inline bool hpm_homes_on(const hpm_pageheap_t *ph) {
     size_t used = __atomic_load_n(&ph->used_pages_total, __ATOMIC_RELAXED);
     return used >= HPM_HOMES_MIN_PAGES &&
-           used >= (size_t)__atomic_load_n(&_hpm_heaps_live, __ATOMIC_RELAXED) * HPM_HOMES_PAGES_PER_HEAP;
+           used >= (size_t)__atomic_load_n(&ph->heaps_live, __ATOMIC_RELAXED) * HPM_HOMES_PAGES_PER_HEAP;
 }
 
 /* The pageheap's counts changed (the caller holds ph->lock). */
