@@ -119,7 +119,7 @@ static inline __attribute__((always_inline)) void *alloc_span_once(hpm_heap_t *h
     else if (align_bytes > HPM_PAGE_BYTES)
         s = _hpm_ph_alloc_aligned(&_hpm_ph, pages, align_bytes);
     else
-        s = _hpm_ph_alloc_span_for(&_hpm_ph, pages, SPAN_MEDIUM, 0, h == &_hpm_no_heap ? NULL : h);
+        s = _hpm_ph_alloc_span_for(&_hpm_ph, pages, SPAN_MEDIUM, 0, h);
     hpm_ph_unlock(&_hpm_ph);
     hpm_collapse_poll();
     background_check();   /* after the growth: a large block freed next is released */

@@ -66,11 +66,6 @@ hpm_hp_t *_hpm_filler_find(hpm_pageheap_t *ph, int set, size_t n_pages) {
  * fill is passed over, so that each thread's spans lie in hugepages of
  * its own. The bins are walked in the same order as _hpm_filler_find's
  * (the most used hugepage that fits first), at most max_looks hugepages. */
-static bool home_ok(const hpm_hp_t *hp, const hpm_heap_t *h) {
-    const hpm_heap_t *o = hp->home;
-    return o == NULL || o == h || !__atomic_load_n(&o->active, __ATOMIC_RELAXED);
-}
-
 hpm_hp_t *_hpm_filler_find_home(hpm_pageheap_t *ph, int set, size_t n_pages, const hpm_heap_t *h, unsigned max_looks) {
     if (n_pages == 0 || n_pages >= HPM_BINS) return NULL;
     hpm_filler_set_t *s = &ph->sets[set];
@@ -80,7 +75,7 @@ hpm_hp_t *_hpm_filler_find_home(hpm_pageheap_t *ph, int set, size_t n_pages, con
         if (w == bin >> 6) bits &= ~0ull << (bin & 63);
         for (; bits; bits &= bits - 1)
             for (hpm_hp_t *hp = s->bins[w * 64 + (unsigned)__builtin_ctzll(bits)]; hp; hp = hp->next) {
-                if (home_ok(hp, h)) return hp;
+                if (hpm_home_open_to(hp->home, h)) return hp;
                 if (++looks >= max_looks) return NULL;
             }
     }

@@ -577,46 +577,36 @@ static hpm_hp_t *small_start_written(hpm_pageheap_t *ph, hpm_hp_t *usual, size_t
  * per block than in two halves, 12% per 2 blocks, 5% per 4, and not at
  * all per 2 MiB. mimalloc, snmalloc and jemalloc keep each thread's
  * memory in regions of its own. So in a big enough heap (hpm_homes_on:
- * 64 MiB, and 16 MiB a thread) a thread heap's medium span goes, in this order, into its last hugepage (home_hp) when
- * it fits there; into the most used partial hugepage that fits among
- * those of its own, of nobody, or of a thread that has exited (at most
- * HOME_LOOKS looked at); or into an empty hugepage. The hugepage becomes
- * the heap's (hp->home) and is nobody's again when it empties. Only when
- * no empty hugepage can be had does the span take the usual place, in
- * any thread's hugepage. The cost is a partial hugepage per thread that
- * other threads do not fill (mimalloc's segments cost the same). */
+ * 32 MiB, and 16 MiB a thread) a thread heap's medium span goes, in this
+ * order, into its last hugepage (home_hp) when it fits there; into the
+ * most used partial hugepage that fits among those of its own, of
+ * nobody, or of a thread that has exited (at most HOME_LOOKS looked at);
+ * or into an empty hugepage. The hugepage becomes the heap's (hp->home)
+ * and is nobody's again when it empties. Only when no empty hugepage can
+ * be had does the span take the usual place, in any thread's hugepage.
+ * The cost is a partial hugepage per thread that other threads do not
+ * fill (mimalloc's segments cost the same). */
 #define HOME_LOOKS 64
 
-static hpm_span_t *span_alloc_home(hpm_pageheap_t *ph, size_t n_pages, int kind, hpm_heap_t *h) {
+/* The hugepage for a medium span of heap h, made h's home; *first is the
+ * place in it (-1: first fit). NULL when only another live thread's
+ * hugepage would do. */
+static hpm_hp_t *home_choose(hpm_pageheap_t *ph, size_t n_pages, int kind, hpm_heap_t *h, int *first) {
     hpm_hp_t *hp = h->home_hp;
-    int first = -1;
-    if (hp && (hp->state != HP_ACTIVE || hp->home != h || hp->set == SET_SLAB || (first = first_fit(hp, n_pages, kind)) < 0))
+    if (hp && (hp->state != HP_ACTIVE || hp->home != h || hp->set == SET_SLAB || (*first = first_fit(hp, n_pages, kind)) < 0))
         hp = NULL;
     if (!hp) hp = _hpm_filler_find_home(ph, SET_OTHER, n_pages, h, HOME_LOOKS);
     if (!hp) hp = _hpm_filler_find_home(ph, SET_HYBRID, n_pages, h, HOME_LOOKS);
     if (!hp) hp = hp_get_empty(ph);
-    if (!hp) return NULL;
-    hp->home = h;   /* before span_place, which gives the span its hugepage's home; cleared if that fails and hp empties */
-    hpm_span_t *s = span_place(ph, hp, n_pages, kind, first);
-    if (s) h->home_hp = hp;
-    return s;
+    if (hp) hp->home = h;   /* before span_place, which gives the span its hugepage's home; cleared if hp empties */
+    return hp;
 }
 
-hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask) {
-    return _hpm_ph_alloc_span_for(ph, n_pages, kind, colour_mask, NULL);
-}
-
-hpm_span_t *_hpm_ph_alloc_span_for(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask, hpm_heap_t *home) {
-    hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
-    if (colour_mask && n_pages == 1) return span_alloc_coloured(ph, colour_mask);
-    if (home && kind == SPAN_MEDIUM && hpm_homes_on(ph)) {
-        hpm_span_t *s = span_alloc_home(ph, n_pages, kind, home);
-        if (s) {
-            hpm_ph_changed(ph);
-            hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
-            return s;
-        }
-    }
+/* The usual hugepage for an n-page span: fill before break in the kind's
+ * own set, then the hybrids, (mixing the sets in a tiny heap or the small
+ * start; written pages first in the small start), then an empty one, and
+ * the other set only when no memory can be had. NULL: none. */
+static hpm_hp_t *usual_choose(hpm_pageheap_t *ph, size_t n_pages, int kind, int *first) {
     int own = kind == SPAN_SLAB ? SET_SLAB : SET_OTHER;
     int other = kind == SPAN_SLAB ? SET_OTHER : SET_SLAB;
     hpm_hp_t *hp = _hpm_filler_find(ph, own, n_pages);
@@ -629,12 +619,26 @@ hpm_span_t *_hpm_ph_alloc_span_for(hpm_pageheap_t *ph, size_t n_pages, int kind,
      * max RSS). The sets matter once the hugepages are huge. */
     bool mix = ph->active_count <= HPM_TINY_HEAP_HP || hpm_ph_small_start(ph);
     if (!hp && mix) hp = _hpm_filler_find(ph, other, n_pages);
-    int first;   /* where in hp: -1, first fit */
-    hp = small_start_written(ph, hp, n_pages, kind, &first);
+    hp = small_start_written(ph, hp, n_pages, kind, first);
     if (!hp) hp = hp_get_empty(ph);
     if (!hp) hp = _hpm_filler_find(ph, other, n_pages);   /* out of memory: pollute */
+    return hp;
+}
+
+hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask) {
+    return _hpm_ph_alloc_span_for(ph, n_pages, kind, colour_mask, NULL);
+}
+
+hpm_span_t *_hpm_ph_alloc_span_for(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask, hpm_heap_t *home) {
+    hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
+    if (colour_mask && n_pages == 1) return span_alloc_coloured(ph, colour_mask);
+    int first = -1;   /* where in hp: -1, first fit */
+    hpm_hp_t *hp = NULL;
+    if (home && kind == SPAN_MEDIUM && hpm_homes_on(ph)) hp = home_choose(ph, n_pages, kind, home, &first);
+    if (!hp) hp = usual_choose(ph, n_pages, kind, &first);
     if (!hp) return NULL;
     hpm_span_t *s = span_place(ph, hp, n_pages, kind, first);
+    if (s && home && hp->home == home) home->home_hp = hp;
     hpm_ph_changed(ph);
     hpm_check_expensive(_hpm_check_pageheap_amortized, ph);
     return s;

@@ -277,12 +277,13 @@ static inline bool hpm_ph_small_start(const hpm_pageheap_t *ph) {
 }
 
 /* Homes (hugepage.c, transfer.c): each thread's medium spans in hugepages
- * of its own, only in a heap of at least 64 MiB with at least 16 MiB a
+ * of its own, only in a heap of at least 32 MiB with at least 16 MiB a
  * live thread heap, where the partial hugepage each thread keeps to
  * itself is a small share (an eighth at most). In smaller heaps the
  * threads share hugepages as before: rptest's max RSS went from 13.0 to
- * 15.9 MB with homes in every heap, mstress's from 20.4 to 26.3. 64 MiB
- * is also past the small start (16 MiB). Read without locks. */
+ * 15.9 MB with homes in every heap past the small start, mstress's from
+ * 20.4 to 26.3. 32 MiB is also past the small start (16 MiB). Read
+ * without locks. */
 #define HPM_HOMES_MIN_PAGES 8192            /* 32 MiB */
 #define HPM_HOMES_PAGES_PER_HEAP 4096       /* 16 MiB */
 static inline bool hpm_homes_on(const hpm_pageheap_t *ph) {
@@ -350,8 +351,9 @@ HPM_INTERNAL int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t res
  * SPAN_MEDIUM; colour_mask != 0 asks for a one-page span whose page
  * colour is in the mask. Returns NULL when out of memory. */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask);
-/* The same for a medium span of thread heap home (NULL: none): past the
- * small start it goes in a hugepage of that heap's own (hugepage.c, "homes"). */
+/* The same for a medium span of thread heap home (NULL: none): in a big
+ * enough heap (hpm_homes_on) it goes in a hugepage of that heap's own
+ * (hugepage.c, "homes"). */
 HPM_INTERNAL hpm_span_t *_hpm_ph_alloc_span_for(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask,
                                                 struct hpm_heap_s *home);
 /* Whole hugepages for n_pages >= HPM_LARGE_MIN_PAGES, start aligned to
@@ -404,8 +406,8 @@ HPM_INTERNAL void _hpm_ph_configure(hpm_pageheap_t *ph, size_t release_delay_ms,
 HPM_INTERNAL void _hpm_filler_insert(hpm_pageheap_t *ph, hpm_hp_t *hp);
 HPM_INTERNAL void _hpm_filler_remove(hpm_pageheap_t *ph, hpm_hp_t *hp);
 HPM_INTERNAL hpm_hp_t *_hpm_filler_find(hpm_pageheap_t *ph, int set, size_t n_pages);
-/* The same among hugepages whose home is h, none, or a heap that has
- * exited, looking at no more than max_looks of them; NULL if none. */
+/* The same among hugepages open to h (hpm_home_open_to), looking at no
+ * more than max_looks of them; NULL if none. */
 HPM_INTERNAL hpm_hp_t *_hpm_filler_find_home(hpm_pageheap_t *ph, int set, size_t n_pages, const struct hpm_heap_s *h,
                                              unsigned max_looks);
 #include "bits.h"   /* _hpm_bits_*: the 512-page bitmaps */
@@ -645,6 +647,11 @@ struct hpm_heap_s {
 HPM_INTERNAL extern __thread hpm_heap_t *_hpm_tls_heap;
 HPM_INTERNAL extern const hpm_heap_t _hpm_no_heap;
 HPM_INTERNAL extern hpm_span_t _hpm_empty_span;
+/* Whether memory whose home is heap home (a hugepage's, a medium span's)
+ * may serve heap h: it is h's, nobody's, or its thread has exited. */
+static inline bool hpm_home_open_to(const hpm_heap_t *home, const hpm_heap_t *h) {
+    return home == NULL || home == h || !__atomic_load_n(&home->active, __ATOMIC_RELAXED);
+}
 static inline hpm_heap_t *hpm_my_heap(void) {
     hpm_heap_t *h = _hpm_tls_heap;
     return h != &_hpm_no_heap ? h : NULL;

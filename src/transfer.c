@@ -3,7 +3,8 @@
  * array of free spans under its own small lock. A thread's span cache
  * (spancache.c) refills from it and drains into it in batches, so a
  * thread takes a lock once per batch, not once per object, and a batch
- * moves as a copy of pointers (no span record is read); when the array is
+ * moves as a copy of pointers (a get reads no span record; a put reads
+ * each span's home, on its record's second line); when the array is
  * empty a batch comes fresh from the pageheap under one hold of its lock
  * (_hpm_ph_alloc_span_for, which fills the fullest of the thread's own
  * hugepages first), and when it is full a batch goes back to the pageheap
@@ -70,14 +71,13 @@ static void spans_free(hpm_span_t *const *spans, unsigned n) {
     hpm_ph_unlock(&_hpm_ph);
 }
 
-/* Up to want of the spans whose home is h, no heap, or a heap no longer
- * active, newest first, out of c (the rest close up, in order); under c's
- * lock. */
-static unsigned take_own(central_t *c, const hpm_heap_t *h, unsigned want, hpm_span_t **out) {
+/* Up to want spans out of c, newest first (the rest close up, in order),
+ * under c's lock: those open to h (hpm_home_open_to), or any when h is
+ * NULL. */
+static unsigned take_for(central_t *c, const hpm_heap_t *h, unsigned want, hpm_span_t **out) {
     unsigned n = 0, lowest = c->n;
     for (unsigned i = c->n; i-- > 0 && n < want;) {
-        const hpm_heap_t *f = c->home[i];
-        if (f != h && f && __atomic_load_n(&f->active, __ATOMIC_RELAXED)) continue;
+        if (h && !hpm_home_open_to(c->home[i], h)) continue;
         out[n++] = c->spans[i];
         c->spans[i] = NULL;   /* taken: closed up below */
         lowest = i;
@@ -97,13 +97,7 @@ unsigned _hpm_transfer_get(hpm_heap_t *h, unsigned cls, unsigned want, hpm_span_
     unsigned n = 0;
     if (peek_n(c)) {
         central_lock(c);
-        if (hpm_homes_on(&_hpm_ph)) {
-            n = take_own(c, h, want, out);
-        } else {   /* a small heap: the newest, whatever their home */
-            n = c->n < want ? c->n : want;
-            memcpy(out, c->spans + (c->n - n), n * sizeof *out);
-            set_n(c, c->n - n);
-        }
+        n = take_for(c, hpm_homes_on(&_hpm_ph) ? h : NULL, want, out);   /* a small heap: any */
         if (n) c->taken = true;   /* spans that wait for a thread that never asks are released by the tick */
         central_unlock(c);
         __atomic_sub_fetch(&central_bytes, n * hpm_medium_bytes(cls), __ATOMIC_RELAXED);
