@@ -81,3 +81,27 @@ hpm_hp_t *_hpm_filler_find_home(hpm_pageheap_t *ph, int set, size_t n_pages, con
     }
     return NULL;
 }
+
+/* Homes (hugepage.c): before a thread opens an empty hugepage, one that
+ * is nearly empty. The first few hugepages of each set's top bin (the
+ * longest free run, so nearly the emptiest of the set) that fit n_pages,
+ * are open to h and have at most max_used_pages in use: the least used of
+ * them, or NULL. (Open to h: another live thread's new home is nearly
+ * empty too, and must stay its own.) */
+#define SPARSE_LOOKS 8
+hpm_hp_t *_hpm_filler_find_sparse(hpm_pageheap_t *ph, size_t n_pages, const struct hpm_heap_s *h, unsigned max_used_pages) {
+    hpm_hp_t *best = NULL;
+    for (int set = 0; set < SET_COUNT; set++) {
+        hpm_filler_set_t *s = &ph->sets[set];
+        unsigned w = HPM_BINS / 64;
+        while (w > 0 && !s->nonempty[w - 1]) w--;
+        if (w == 0) continue;
+        unsigned bin = (w - 1) * 64 + 63 - (unsigned)__builtin_clzll(s->nonempty[w - 1]), looks = 0;
+        if (bin < n_pages) continue;
+        for (hpm_hp_t *hp = s->bins[bin]; hp && looks < SPARSE_LOOKS; hp = hp->next, looks++)
+            if (hp->used_pages <= max_used_pages && hpm_home_open_to(hp->home, h) &&
+                (!best || hp->used_pages < best->used_pages))
+                best = hp;
+    }
+    return best;
+}

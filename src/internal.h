@@ -410,6 +410,11 @@ HPM_INTERNAL hpm_hp_t *_hpm_filler_find(hpm_pageheap_t *ph, int set, size_t n_pa
  * more than max_looks of them; NULL if none. */
 HPM_INTERNAL hpm_hp_t *_hpm_filler_find_home(hpm_pageheap_t *ph, int set, size_t n_pages, const struct hpm_heap_s *h,
                                              unsigned max_looks);
+/* The least used of the emptiest partial hugepages of any set (a few
+ * looked at) that fit n_pages, are open to h and have at most
+ * max_used_pages in use; NULL if none (hugepage.c, homes). */
+HPM_INTERNAL hpm_hp_t *_hpm_filler_find_sparse(hpm_pageheap_t *ph, size_t n_pages, const struct hpm_heap_s *h,
+                                               unsigned max_used_pages);
 #include "bits.h"   /* _hpm_bits_*: the 512-page bitmaps */
 
 static inline uintptr_t hpm_hp_addr(const hpm_pageheap_t *ph, const hpm_hp_t *hp) {

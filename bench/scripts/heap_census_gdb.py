@@ -6,7 +6,7 @@ that has its symbols (`make` builds it with -g):
       -p PID -x bench/scripts/heap_census_gdb.py
 (rss_by_mapping.py --census does this for a run it stops). Prints the
 hugepages by state, the pages in use and free inside the active ones
-(and each one's pages in use and longest free run), the other spans
+(and each one's pages in use, longest free run, set and home), the other spans
 by kind (medium, large) and state (live, or free in a span cache), then the
 small-object slabs by size, by heap list and by owner: how many, their
 pages, their capacity and the bytes of their blocks in use. A slab that is
@@ -26,6 +26,7 @@ PAGE_SHIFT, PAGES_PER_HP, GIB_SHIFT = 12, 512, 30
 HP_STATES = {0: "unused", 1: "released", 2: "cached", 3: "active"}
 LISTS = ["none", "CURRENT", "AVAIL", "FULL", "ABANDONED", "EMPTY", "ABANDONED_FULL"]
 KINDS = {2: "medium", 3: "large"}
+SETS = {0: "s", 1: "o", 2: "y"}     # the filler set: slabs, other spans, hybrid
 SPAN_SLAB, LIST_CURRENT, LIST_FULL, LIST_EMPTY = 1, 1, 3, 5
 FULL_THRESHOLD = 65535   # hpm_list_threshold(LIST_FULL)
 
@@ -85,7 +86,8 @@ def main():
     others = collections.defaultdict(lambda: [0, 0])           # (kind, cached) -> spans, pages
     cached_sizes = collections.Counter()                       # pages of a cached medium span -> spans
     slab_sizes = collections.Counter()   # slab pages -> slabs
-    fill = []                            # "pages in use/longest free run" of each active hugepage
+    fill = []                            # "pages in use/longest free run, set, home" of each active hugepage
+    homes = {}                           # a home heap's address -> its number in the census (h1, h2, ...)
     for i in range(top):
         hp = ph["hps"][i]
         state = int(hp["state"])
@@ -93,7 +95,11 @@ def main():
         if state != 3:
             continue
         used_active += int(hp["used_pages"])
-        fill.append("%d/%d" % (int(hp["used_pages"]), int(hp["longest_free_pages"])))
+        home = int(hp["home"])
+        if home and home not in homes:
+            homes[home] = len(homes) + 1
+        fill.append("%d/%d%s%s" % (int(hp["used_pages"]), int(hp["longest_free_pages"]),
+                                   SETS.get(int(hp["set"]), "?"), "h%d" % homes[home] if home else ""))
         free_active += PAGES_PER_HP - int(hp["used_pages"])
         base, page = int(hp["addr"]), 0
         entries = map_entries(l1, base)
@@ -132,7 +138,7 @@ def main():
             page += n
     print("hugepages: " + ", ".join("%s %d" % kv for kv in sorted(states.items())))
     print("active hugepages: %d pages in use, %d free (%.1f MiB)" % (used_active, free_active, free_active / 256))
-    print("active hugepages, pages in use/longest free run: " + " ".join(fill))
+    print("active hugepages, pages in use/longest free run, then the set (s slabs, o other spans, y hybrid) and the home (h1, h2, ...: a thread heap's own): " + " ".join(fill))
     print("spans other than slabs: %d pages" % other_pages)
     for (kind, state), (n, pages) in sorted(others.items()):
         print("  %s %s: %d spans, %d pages" % (kind, state, n, pages))

@@ -465,6 +465,37 @@ static void test_hybrid(void) {
     CHECK(ph->hps[1].state == HP_CACHED && ph->sets[SET_OTHER].count == 0);
 }
 
+/* Homes: in a heap big enough for them, a thread's medium span goes into
+ * a hugepage at most a quarter used, of any set and any home, before an
+ * empty hugepage is opened (hugepage.c, HOME_SPARSE_PAGES); a fuller one
+ * it passes over. */
+static void test_homes_sparse(void) {
+    hpm_pageheap_t *ph = new_ph();
+    ph->huge_started = true;
+    static hpm_heap_t me, other;
+    __atomic_store_n(&me.active, true, __ATOMIC_RELAXED);
+    __atomic_store_n(&other.active, true, __ATOMIC_RELAXED);
+    hpm_span_t *full[17];
+    for (unsigned i = 0; i < 17; i++) {   /* 17 full hugepages: 8,704 pages, past HPM_HOMES_MIN_PAGES */
+        full[i] = _hpm_ph_alloc_span_for(ph, HPM_PAGES_PER_HP, SPAN_MEDIUM, 0, &other);
+        CHECK(full[i] && hp_index(ph, full[i]) == i);
+    }
+    CHECK(hpm_homes_on(ph), "homes on with %zu pages used", ph->used_pages_total);
+    hpm_span_t *slab = alloc(ph, 8, SPAN_SLAB);            /* hp17: 8 pages of slabs */
+    CHECK(slab && hp_index(ph, slab) == 17);
+    hpm_span_t *m = _hpm_ph_alloc_span_for(ph, 16, SPAN_MEDIUM, 0, &me);
+    CHECK(m && hp_index(ph, m) == 17 && ph->top_hp == 18, "a span for me into the sparse slab hugepage: hp %zu, top %zu",
+          m ? hp_index(ph, m) : 99, ph->top_hp);
+    CHECK(ph->hps[17].home == &me && m->home == &me && ph->hps[17].set == SET_HYBRID, "it becomes my home, a hybrid");
+    hpm_span_t *fill = alloc(ph, 300, SPAN_SLAB);          /* hp17: 324 used, over a quarter */
+    CHECK(fill && hp_index(ph, fill) == 17 && ph->hps[17].used_pages == 324);
+    hpm_span_t *n = _hpm_ph_alloc_span_for(ph, 16, SPAN_MEDIUM, 0, &other);   /* hp17 is mine, and not sparse */
+    CHECK(n && hp_index(ph, n) == 18 && ph->hps[18].home == &other, "over a quarter used: an empty hugepage, hp %zu",
+          n ? hp_index(ph, n) : 99);
+    __atomic_store_n(&me.active, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&other.active, false, __ATOMIC_RELAXED);
+}
+
 /* During the small start (4 KiB pages) slabs and spans share hugepages:
  * a slab goes into a hugepage of medium spans that has room before an
  * empty hugepage is opened, and a span into a hugepage of slabs. Past the
@@ -864,6 +895,7 @@ int main(void) {
     test_small_start_ripe();
     test_small_start_always();
     test_hybrid();
+    test_homes_sparse();
     test_small_start_mixes();
     test_release_window();
     test_subrelease_order();
