@@ -592,7 +592,7 @@ static hpm_hp_t *small_start_written(hpm_pageheap_t *ph, hpm_hp_t *usual, size_t
  * last spans, stayed nearly empty while threads opened empty ones (the
  * small start's mixed hugepages in glibc-bench large: 2 to 71 pages in
  * use in 7 of them with small span caches); with it that run's max RSS
- * went from 110.5 to 107.4 MB (medians of 6). */
+ * went from 110.5 to 108.6 MB (medians of 5 interleaved runs). */
 #define HOME_LOOKS 64
 #define HOME_SPARSE_PAGES (HPM_PAGES_PER_HP / 4)
 
