@@ -6,7 +6,8 @@ that has its symbols (`make` builds it with -g):
       -p PID -x bench/scripts/heap_census_gdb.py
 (rss_by_mapping.py --census does this for a run it stops). Prints the
 hugepages by state, the pages in use and free inside the active ones
-(and each one's pages in use, longest free run, set and home), the other spans
+(and each one's pages in use, longest free run, set and home; the free
+runs by length), the other spans
 by kind (medium, large) and state (live, or free in a span cache), then the
 small-object slabs by size, by heap list and by owner: how many, their
 pages, their capacity and the bytes of their blocks in use. A slab that is
@@ -86,6 +87,8 @@ def main():
     others = collections.defaultdict(lambda: [0, 0])           # (kind, cached) -> spans, pages
     cached_sizes = collections.Counter()                       # pages of a cached medium span -> spans
     slab_sizes = collections.Counter()   # slab pages -> slabs
+    holes = collections.Counter()        # length of a run of free pages in an active hugepage (64: 64 or more) -> runs
+    hole_pages = collections.Counter()   # the same -> free pages in those runs
     fill = []                            # "pages in use/longest free run, set, home" of each active hugepage
     homes = {}                           # a home heap's address -> its number in the census (h1, h2, ...)
     for i in range(top):
@@ -103,6 +106,14 @@ def main():
         free_active += PAGES_PER_HP - int(hp["used_pages"])
         base, page = int(hp["addr"]), 0
         entries = map_entries(l1, base)
+        run = 0
+        for e in entries + [1]:
+            if e == 0:
+                run += 1
+            elif run:
+                holes[min(run, 64)] += 1
+                hole_pages[min(run, 64)] += run
+                run = 0
         while page < PAGES_PER_HP:
             addr = base + (page << PAGE_SHIFT)
             if entries[page] == 0:
@@ -139,6 +150,8 @@ def main():
     print("hugepages: " + ", ".join("%s %d" % kv for kv in sorted(states.items())))
     print("active hugepages: %d pages in use, %d free (%.1f MiB)" % (used_active, free_active, free_active / 256))
     print("active hugepages, pages in use/longest free run, then the set (s slabs, o other spans, y hybrid) and the home (h1, h2, ...: a thread heap's own): " + " ".join(fill))
+    print("active hugepages' free runs by length (64: 64 or more): runs, pages: " +
+          ", ".join("%d: %d, %d" % (n, c, hole_pages[n]) for n, c in sorted(holes.items())))
     print("spans other than slabs: %d pages" % other_pages)
     for (kind, state), (n, pages) in sorted(others.items()):
         print("  %s %s: %d spans, %d pages" % (kind, state, n, pages))

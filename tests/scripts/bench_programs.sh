@@ -225,6 +225,12 @@ if [[ -r $hpm_lib ]] && command -v python3 >/dev/null; then
     owners=$(awk '/^slabs by owner/ {on = 1; next} on && $1 == "heap" {n++} END {print n + 0}' "$tmp/c.out")
     check "grep -q '^pageheap lock: free' '$tmp/c.out' && grep -qE '^hugepages: .*active [1-9]' '$tmp/c.out' && [[ -n '$in_use' && '$in_use' -gt 0 && '$in_use' == '$slab_pages' ]]" \
           "rss_by_mapping.py --census: slab pages ($slab_pages) must equal the pages in use ($in_use): $(sed -n '/^hugepages/,/^RESULT/p' "$tmp/c.out" "$tmp/c.err" | head -n 20 | tr '\n' ' ')"
+    # the free runs, by length, hold every free page of the active hugepages
+    free_pages=$(sed -nE 's/^active hugepages: [0-9]+ pages in use, ([0-9]+) free.*/\1/p' "$tmp/c.out")
+    run_pages=$(sed -nE "s/^active hugepages' free runs by length.*runs, pages: //p" "$tmp/c.out" |
+        tr ',' '\n' | awk 'NR % 2 == 0 {s += $1} END {print s + 0}')
+    check "[[ -n '$free_pages' && '$free_pages' == '$run_pages' ]]" \
+          "rss_by_mapping.py --census: the free runs' pages ($run_pages) must equal the free pages ($free_pages)"
     check "[[ $owners -ge 2 ]] && grep -q '^spans other than slabs: 0 pages' '$tmp/c.out' && result_ok '$tmp/c.out' larson" \
           "rss_by_mapping.py --census: at least 2 heaps own slabs ($owners), no other spans, larson's RESULT: $(tail -n 3 "$tmp/c.out")"
   fi
