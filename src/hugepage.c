@@ -575,7 +575,9 @@ static hpm_hp_t *small_start_written(hpm_pageheap_t *ph, hpm_hp_t *usual, size_t
  * allocator (two threads rewriting 33-64 KiB blocks in 64 KiB places,
  * one byte per 4 KiB page) ran 25% slower with the places interleaved
  * per block than in two halves, 12% per 2 blocks, 5% per 4, and not at
- * all per 2 MiB. mimalloc, snmalloc and jemalloc keep each thread's
+ * all per 2 MiB, on the AMD EPYC guests (an Intel Xeon guest showed no
+ * difference, and there homes neither gain nor lose time: docs/allocator.md,
+ * "Homes on another host"). mimalloc, snmalloc and jemalloc keep each thread's
  * memory in regions of its own. So in a big enough heap (hpm_homes_on:
  * 32 MiB, and 16 MiB a thread) a thread heap's medium span goes, in this
  * order, into its last hugepage (home_hp) when it fits there; into the

@@ -269,7 +269,7 @@ static void test_trim_releases(void) {
 static hpm_heap_t fake_a, fake_b;
 
 static void test_central_homes(void) {
-    void *big = malloc(80u << 20);   /* homes apply from 64 MiB */
+    void *big = malloc(80u << 20);   /* homes apply from 32 MiB, 16 MiB a live heap (hpm_homes_on) */
     CHECK(big && hpm_homes_on(&_hpm_ph));
     hpm_trim();   /* the central cache starts empty */
     __atomic_store_n(&fake_a.active, true, __ATOMIC_RELAXED);

@@ -466,9 +466,9 @@ static void test_hybrid(void) {
 }
 
 /* Homes: in a heap big enough for them, a thread's medium span goes into
- * a hugepage at most a quarter used, of any set and any home, before an
- * empty hugepage is opened (hugepage.c, HOME_SPARSE_PAGES); a fuller one
- * it passes over. */
+ * a hugepage at most a quarter used, of any set, that is open to it (its
+ * own, nobody's, an exited thread's) before an empty hugepage is opened
+ * (hugepage.c, HOME_SPARSE_PAGES); a fuller one it passes over. */
 static void test_homes_sparse(void) {
     hpm_pageheap_t *ph = new_ph();
     ph->huge_started = true;
