@@ -31,6 +31,9 @@ one() {  # ENV PROGRAM ARGS...: the metric of one run
   shift
   build/bench/warm_memory
   out=$(env $env_list "$@" 2>&1) || { echo "run failed ($env_list): $(tail -n 2 <<<"$out")" >&2; exit 1; }
+  # the loader only warns when a preloaded library is missing (a fresh
+  # machine before tools/install-deps.sh bench): the run would be glibc's
+  ! grep -q 'cannot be preloaded' <<<"$out" || { echo "preload failed ($env_list): $(grep -m1 'cannot be preloaded' <<<"$out")" >&2; exit 1; }
   grep -q ' check=ok' <<<"$out" || { echo "no check=ok ($env_list): $(tail -n 1 <<<"$out")" >&2; exit 1; }
   value=$(grep '^RESULT ' <<<"$out" | tail -n 1 | tr ' ' '\n' | sed -n "s/^$metric=//p")
   [[ $value =~ ^[0-9.]+$ ]] || { echo "no $metric= in: $(grep '^RESULT ' <<<"$out" | tail -n 1)" >&2; exit 1; }
