@@ -189,9 +189,8 @@ static inline size_t cache_bound(void) { return hpm_heap_share_bytes(HPM_SPANCAC
  * mallocs its class, but only one for a thread that has never refilled
  * it (span_refills 0: no malloc of the class found it empty, so the
  * thread took no batch from the central cache): such a thread frees what
- * others allocate,
- * and spans it kept would wait there while the allocating thread took
- * new pages from the pageheap. xmalloc-test's releasers free every batch
+ * others allocate, and spans it kept would wait there while the
+ * allocating thread took new pages from the pageheap. xmalloc-test's releasers free every batch
  * array (32 KiB) that its allocators malloc, and each held up to 8
  * batches of them: 41.4 MB max RSS against 35.3 with one batch, mimalloc
  * 2.0.9 39.6 (7 interleaved runs, time level; docs/allocator.md,

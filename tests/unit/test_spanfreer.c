@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caching_on.h"
 #include "internal.h"
 #include "testhelper.h"
 
@@ -50,12 +51,6 @@ static unsigned bad_bytes(const unsigned char *p, unsigned seed) {
     return bad;
 }
 
-static void *second(void *arg) {
-    void *volatile p = malloc(32);   /* a heap of its own */
-    free(p);
-    return arg;
-}
-
 static void *freer(void *arg) {
     for (unsigned i = 0; i < n_blocks; i++) {
         freer_bad += bad_bytes(blocks[i], i);
@@ -73,13 +68,8 @@ static void *freer(void *arg) {
 }
 
 int main(void) {
-    pthread_t t;   /* a second thread has run: medium spans are cached from now on */
-    CHECK(pthread_create(&t, NULL, second, NULL) == 0);
-    pthread_join(t, NULL);
-    /* a thread's cache holds at most a quarter of the heap's used pages
-     * (cache_bound): a ballast, never written, makes that bound 16 MiB,
-     * far above the blocks here, so only the batch rule can drain */
-    void *volatile ballast = malloc((size_t)64 << 20);
+    CHECK(caching_on_start() == 0);   /* a second thread has run: medium spans are cached from now on */
+    void *volatile ballast = malloc(CACHING_BALLAST_BYTES);   /* a 16 MiB bound, far above the blocks here: only the batch rule drains */
     CHECK(ballast != NULL);
 
     unsigned cls = hpm_medium_class(BLOCK_BYTES >> HPM_PAGE_SHIFT), batch = hpm_medium_batch(cls);
@@ -95,6 +85,7 @@ int main(void) {
     void *first_round[MAX_BLOCKS];
     memcpy(first_round, blocks, n_blocks * sizeof *blocks);
 
+    pthread_t t;
     CHECK(pthread_create(&t, NULL, freer, NULL) == 0);
     pthread_mutex_lock(&mu);
     while (phase != 1) pthread_cond_wait(&cv, &mu);

@@ -19,17 +19,12 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "caching_on.h"
 #include "internal.h"
 #include "testhelper.h"
 
 #define IDLE_SPANS 32
 #define DEEP 8
-
-static void *second(void *arg) {
-    void *volatile p = malloc(32);   /* a heap of its own */
-    free(p);
-    return arg;
-}
 
 static double now_s(void) {
     struct timespec ts;
@@ -51,14 +46,8 @@ static int fill_check(unsigned char *p, size_t n, unsigned seed, bool check) {
 }
 
 int main(void) {
-    pthread_t t;   /* a second thread has run: medium spans are cached from now on */
-    CHECK(pthread_create(&t, NULL, second, NULL) == 0);
-    pthread_join(t, NULL);
-
-    /* a thread's span cache holds at most a quarter of the heap's used
-     * pages (spancache.c, cache_bound): a ballast, never written, makes
-     * the heap large enough for the 2 MiB of 64 KiB spans below */
-    void *volatile ballast = malloc((size_t)64 << 20);
+    CHECK(caching_on_start() == 0);   /* a second thread has run: medium spans are cached from now on */
+    void *volatile ballast = malloc(CACHING_BALLAST_BYTES);   /* room in the cache for the 2 MiB of 64 KiB spans below */
     CHECK(ballast != NULL);
     void *idle[IDLE_SPANS];
     for (int i = 0; i < IDLE_SPANS; i++) memset(idle[i] = malloc(64 << 10), i, 64 << 10);
