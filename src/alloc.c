@@ -522,20 +522,28 @@ HPM_API void *hpm_reallocarray(void *p, size_t count, size_t size) {
 
 static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
 
+/* The largest alignment served: whole hugepages at an aligned hugepage
+ * index. A larger one is valid but cannot be had: ENOMEM, as glibc
+ * answers when it cannot map size + alignment (EINVAL is for an alignment
+ * that is not a power of two). */
+#define MAX_ALIGN_BYTES ((size_t)1 << 40)
+
 HPM_API void *hpm_aligned_alloc(size_t alignment, size_t size) {
-    if (!is_pow2(alignment) || alignment > ((size_t)1 << 40)) { errno = EINVAL; return NULL; }
+    if (!is_pow2(alignment)) { errno = EINVAL; return NULL; }
+    if (alignment > MAX_ALIGN_BYTES) { errno = ENOMEM; return NULL; }
     return alloc_aligned(alignment, size);
 }
 
 HPM_API void *hpm_memalign(size_t alignment, size_t size) {
-    if (alignment > ((size_t)1 << 40)) { errno = EINVAL; return NULL; }
+    if (alignment > MAX_ALIGN_BYTES) { errno = ENOMEM; return NULL; }
     size_t a = HPM_MIN_ALIGN;
     while (a < alignment) a <<= 1;
     return alloc_aligned(a, size);
 }
 
 HPM_API int hpm_posix_memalign(void **out, size_t alignment, size_t size) {
-    if (!is_pow2(alignment) || alignment % sizeof(void *) || alignment > ((size_t)1 << 40)) return EINVAL;
+    if (!is_pow2(alignment) || alignment % sizeof(void *)) return EINVAL;
+    if (alignment > MAX_ALIGN_BYTES) return ENOMEM;
     int saved = errno;
     void *p = alloc_aligned(alignment, size);
     if (!p) { errno = saved; return ENOMEM; }

@@ -252,10 +252,22 @@ static void test_bad_alignment(void)
     void *p = memalign(bad_align, 100);
     CHECK((p == NULL && errno == EINVAL) || (p && (uintptr_t)p % 32 == 0), "memalign(24) = %p", p);
     free(p);
-    /* A valid but unsatisfiable alignment fails without crashing. */
-    out = &global_var;
-    int rc = posix_memalign(&out, opaque((size_t)1 << 62), 64);
-    CHECK(rc == ENOMEM || rc == EINVAL, "posix_memalign(2^62) = %d", rc);
+    /* A valid alignment over the largest served (1 TiB) is ENOMEM, not
+     * EINVAL (that is for an alignment that is not a power of two), and
+     * leaves *out alone. */
+    static const int over_shift[] = { 41, 42, 62, 63 };
+    for (size_t i = 0; i < sizeof over_shift / sizeof *over_shift; i++) {
+        size_t a = opaque((size_t)1 << over_shift[i]);
+        out = &global_var;
+        int rc = posix_memalign(&out, a, 64);
+        CHECK(rc == ENOMEM && out == &global_var, "posix_memalign(2^%d) = %d", over_shift[i], rc);
+        errno = 0;
+        p = aligned_alloc(a, 64);
+        CHECK(p == NULL && errno == ENOMEM, "aligned_alloc(2^%d) = %p errno %d", over_shift[i], p, errno);
+        errno = 0;
+        p = memalign(a, 64);
+        CHECK(p == NULL && errno == ENOMEM, "memalign(2^%d) = %p errno %d", over_shift[i], p, errno);
+    }
 }
 
 static void test_enomem(void)
