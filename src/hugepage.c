@@ -555,7 +555,9 @@ static hpm_hp_t *small_start_written(hpm_pageheap_t *ph, hpm_hp_t *usual, size_t
     unsigned best_pages = limit_pages;
     for (size_t i = 0; i < top; i++) {
         hpm_hp_t *hp = hp_at(ph, i);
-        if (hp->state != HP_ACTIVE || hp->backing != BACK_THP || hp->used_pages < HPM_PAGES_PER_HP / 2) continue;
+        if (hp->state != HP_ACTIVE || hp->backing != BACK_THP || hp->used_pages < HPM_PAGES_PER_HP / 2 ||
+            hp->longest_free_pages < n_pages)   /* no free run fits, so no written one: no bitmap scan */
+            continue;
         unsigned pages;
         int at = written_fit(hp, (unsigned)n_pages, aligned, &pages);
         if (at < 0 || pages > best_pages || (written && pages == best_pages && hp->used_pages <= best->used_pages)) continue;

@@ -645,7 +645,8 @@ static void test_bits(void) {
         for (int w = 0; w < 8; w++) {
             seed = seed * 1103515245u + 12345u;
             uint64_t x = ((uint64_t)seed << 32) ^ (seed * 2654435761u);
-            bits[w] = (round % 3 == 0) ? x : (round % 3 == 1 ? (x | (x >> 1) | (x << 3)) : ~0ull << (seed % 64));
+            bits[w] = (round % 4 == 0) ? x : (round % 4 == 1 ? (x | (x >> 1) | (x << 3)) :
+                      round % 4 == 2 ? ~0ull << (seed % 64) : (x % 5 ? ~0ull : x));   /* runs over whole words */
         }
         unsigned best = 0, run = 0, best_at = 0;
         for (unsigned i = 0; i < 512; i++) {
@@ -653,13 +654,16 @@ static void test_bits(void) {
         }
         unsigned at = 999;
         if (_hpm_bits_longest_run(bits, &at) != best || (best && at != best_at)) bad++;
-        /* the run around any set bit, against a scan both ways */
-        unsigned probe = seed % 512;
-        if ((bits[probe >> 6] >> (probe & 63)) & 1) {
+        /* the run around every set bit (and every set pair), against a
+         * scan both ways a bit at a time */
+        for (unsigned probe = 0; probe < 512; probe++) {
+            if (!((bits[probe >> 6] >> (probe & 63)) & 1)) continue;
             unsigned lo = probe, hi = probe + 1, got_at;
             while (lo > 0 && ((bits[(lo - 1) >> 6] >> ((lo - 1) & 63)) & 1)) lo--;
             while (hi < 512 && ((bits[hi >> 6] >> (hi & 63)) & 1)) hi++;
             if (_hpm_bits_run_around(bits, probe, 1, &got_at) != hi - lo || got_at != lo) bad++;
+            if (probe + 1 < hi && (_hpm_bits_run_around(bits, probe, 2, &got_at) != hi - lo || got_at != lo)) bad++;
+            if (_hpm_bits_run_back(bits, probe + 1) != lo) bad++;
         }
         unsigned n = 1 + seed % 40;
         int ref = -1;
