@@ -703,12 +703,7 @@ static long find_empty_run(hpm_pageheap_t *ph, size_t n_hp, size_t align_hp) {
 
 /* The free pages at the end of hugepage hp (its last used page + 1 on). */
 static unsigned free_end_pages(const hpm_hp_t *hp) {
-    unsigned n = 0;
-    for (int w = 7; w >= 0; w--) {
-        if (hp->free_bits[w] == ~0ull) { n += 64; continue; }
-        return n + (unsigned)__builtin_clzll(~hp->free_bits[w]);
-    }
-    return n;
+    return HPM_PAGES_PER_HP - _hpm_bits_run_back(hp->free_bits, HPM_PAGES_PER_HP);
 }
 
 /* Where a plain large span of n_pages that are not whole hugepages (q
