@@ -64,10 +64,11 @@
 #define HPM_SPANCACHE_MAX_BYTES ((size_t)16 << 20) /* per thread, and at most a share of the heap: */
 #define HPM_SPANCACHE_HEAP_SHIFT 2                 /* a quarter of the pageheap's used pages (spancache.c, cache_bound), */
 #define HPM_SPANCACHE_MIN_BYTES ((size_t)1 << 20)  /* but at least 1 MiB (and the central cache too) */
+#define HPM_SPANCACHE_BUSY_FREES 1024          /* a thread that freed this many medium spans churns them: caches on, and alone it may keep the heap (spancache.c) */
 #define HPM_SPANCACHE_TRIM_NS (50ull * 1000000)   /* a thread's span cache trims its unused spans at most this often (spancache.c) */
 #define HPM_SPANCACHE_BATCHES 8                  /* batches a thread keeps per medium class (span_cache_n is 8-bit: 8 * 16 + 1 fits) */
 #define HPM_SPANCACHE_SLOTS (HPM_SPANCACHE_BATCHES * 123 + HPM_MEDIUM_CLASSES)   /* sum over medium classes of HPM_SPANCACHE_BATCHES * batch + 1 (the batches add up to 123) */
-#define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB) or a second thread allocates, no medium span caching */
+#define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB), a second thread allocates or a thread is busy (HPM_SPANCACHE_BUSY_FREES), no medium span caching */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */
 #define HPM_SMALL_FIRST_ALWAYS_BYTES 512           /* blocks over this: a heap's first slab of the class is small in every program (heap.c) */
 #define HPM_MANY_HEAPS_PER_CPU 2                  /* more heaps in use than this many per CPU (and HPM_MANY_HEAPS_MIN): */
@@ -254,7 +255,7 @@ typedef struct hpm_pageheap_s {
     bool collapse_running;          /* a collapse thread works through the queue; it takes what is queued meanwhile */
     bool ripe_off;                  /* no ripe collapses: a forked child (its pages are shared with the parent) */
     unsigned heaps_live;            /* thread heaps in use (written by heap.c; atomic): hpm_homes_on */
-    bool medium_caching;            /* medium span caches on: the heap reached HPM_SMALL_HEAP_PAGES or a second thread took a heap (atomic; never cleared) */
+    bool medium_caching;            /* medium span caches on: the heap reached HPM_SMALL_HEAP_PAGES, a second thread took a heap or a thread freed HPM_SPANCACHE_BUSY_FREES medium spans (atomic; never cleared) */
     hpm_span_t *span_free;          /* recycled span structs */
     hpm_span_t *slab_rec_free;      /* recycled spaced slab records (slab_record_spaced) */
     hpm_hp_t *released_head;        /* empty, not backed */
@@ -617,6 +618,7 @@ struct hpm_heap_s {
     uint8_t span_refills[HPM_MEDIUM_CLASSES];   /* refills of each class's stack, saturating (slow start) */
     uint8_t span_low[HPM_MEDIUM_CLASSES];       /* each stack's low-water mark since the last trim */
     uint64_t span_trim_ns;                      /* when the last trim ran */
+    uint32_t span_frees;                        /* medium spans freed into the cache or refused by it, saturating at HPM_SPANCACHE_BUSY_FREES */
     size_t span_cache_bytes;
     /* The idle drain's gate (spancache.c): the owner marks itself inside
      * its span cache or its emptied slabs (empty, empty_slabs) with plain

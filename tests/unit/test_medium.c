@@ -85,17 +85,69 @@ static void test_classes(void) {
     CHECK(h_cache_bytes() > 0, "grown heap: a freed medium span is cached");
 }
 
-static void *turn_caching_on(void *arg) {
-    void *volatile p = malloc(64);   /* a second thread's heap turns the medium caches on */
-    free(p);
-    return arg;
-}
-
 static size_t used_bytes(void) {
     pthread_mutex_lock(&_hpm_ph.lock);
     size_t pages = _hpm_ph.used_pages_total;
     pthread_mutex_unlock(&_hpm_ph.lock);
     return pages << HPM_PAGE_SHIFT;
+}
+
+/* A thread that churns medium blocks in a small heap turns the span
+ * caches on after HPM_SPANCACHE_BUSY_FREES frees (spancache.c, the
+ * medium spans of any page count), and, the only thread heap, keeps what
+ * it frees up to the whole heap (cache_bound): glibc-bench's pattern
+ * frees its whole working set and takes it again, and with a quarter of
+ * the used pages (which count the cache) the thread kept about 1 MiB.
+ * In a forked child: the parent's later tests need the caches off. */
+static void busy_child(void) {
+    CHECK(!_hpm_ph.medium_caching && _hpm_one_heap, "the child starts small, with one heap");
+    for (unsigned i = 0; i + 1 < HPM_SPANCACHE_BUSY_FREES; i++) {
+        char *volatile p = malloc(17 * 4096);   /* 17 pages: no class's count */
+        if (p) p[0] = 1;
+        free(p);
+    }
+    CHECK(!_hpm_ph.medium_caching && h_cache_bytes() == 0, "caches on after %u medium frees (%zu bytes cached)",
+          HPM_SPANCACHE_BUSY_FREES - 1, h_cache_bytes());
+    char *volatile q = malloc(17 * 4096);
+    free(q);
+    CHECK(_hpm_ph.medium_caching, "caches still off after %u medium frees", HPM_SPANCACHE_BUSY_FREES);
+    q = malloc(16 * 4096);            /* 16 pages: a class's count */
+    free(q);
+    CHECK(h_cache_bytes() == 16 * 4096, "a busy thread's freed 16-page span: %zu bytes cached", h_cache_bytes());
+    /* glibc-bench's step: 160 blocks of 8..64 KiB, all freed, all again */
+    enum { K = 160 };
+    static char *b[K];
+    size_t span_bytes = 0;
+    for (unsigned round = 0; round < 2; round++) {
+        span_bytes = 0;
+        for (unsigned i = 0; i < K; i++) {
+            size_t n = 8193 + ((size_t)i * 7919u) % (56u << 10);
+            b[i] = malloc(n);
+            if (b[i]) memset(b[i], (int)i, 64);
+            span_bytes += malloc_usable_size(b[i]);
+        }
+        for (unsigned i = K; i-- > 0;) free(b[i]);
+    }
+    size_t cached = h_cache_bytes(), used = used_bytes();
+    printf("busy thread alone: %zu KiB freed, %zu KiB cached, %zu KiB used\n", span_bytes >> 10, cached >> 10, used >> 10);
+    CHECK(cached >= span_bytes * 3 / 4, "a busy thread alone kept %zu of %zu freed KiB", cached >> 10, span_bytes >> 10);
+    CHECK(cached <= used && cached <= HPM_SPANCACHE_MAX_BYTES, "cache %zu KiB, used %zu KiB", cached >> 10, used >> 10);
+    char why[256] = "";
+    CHECK(_hpm_check_heap(_hpm_tls_heap, why), "heap check: %s", why);
+    fflush(stdout);
+    _exit(th_failed ? 1 : 0);
+}
+
+static void test_busy_small_heap(void) {
+    char buf[4096];
+    int st = th_run_child(busy_child, buf, sizeof buf);
+    CHECK(st == 0, "busy child: status %d: %s", st, buf);
+}
+
+static void *turn_caching_on(void *arg) {
+    void *volatile p = malloc(64);   /* a second thread's heap turns the medium caches on */
+    free(p);
+    return arg;
 }
 
 /* 64 blocks of 256 KiB, each written at its start, then all freed. */
@@ -354,6 +406,7 @@ static void test_threads_apart(void) {
 }
 
 int main(void) {
+    test_busy_small_heap();
     test_classes();
     test_heap_share_bounds();
     test_contents_and_bounds();
