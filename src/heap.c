@@ -173,11 +173,10 @@ static uint64_t class_colours(const hpm_heap_t *h, unsigned cls) {
  * HPM_SMALL_FIRST_ALWAYS_BYTES; for every class again while many heaps
  * are in use (many_heaps: a pool of threads larger than the CPUs can run
  * at once, where each thread's first slabs, 32 KiB each, would add up to
- * more than its blocks). Frees into a small slab take the page-map
- * path unless it happens to start on a granule boundary (then it has its
- * granule's slot, internal.h), which costs a busy small class more than
- * it saves; a thread's rarely used large classes cost a whole slab
- * each otherwise (glibc-bench with 16 threads: 37.7 -> 21.0 MB of max RSS,
+ * more than its blocks). A small slab goes on a granule boundary where
+ * its hugepage has one free, for its granule's slot (hugepage.c,
+ * first_fit), so its frees take the fast path; a thread's rarely used
+ * large classes cost a whole slab each otherwise (glibc-bench with 16 threads: 37.7 -> 21.0 MB of max RSS,
  * docs/allocator.md). One at a time: taking several under one lock
  * for a heap that had given slabs back (an allocation wave) halved the
  * pageheap lock rate again, but the spare slabs opened a hugepage of

@@ -446,10 +446,12 @@ HPM_INTERNAL extern hpm_map_window_t _hpm_map0;
  * SPAN_NONE, so the guess below is only ever a hint: free's fast path
  * takes it when its owner is the calling heap, which proves that the slab
  * starts at the address's granule, so the address's offset in it is the
- * address's low 15 bits when it lies in the slab at all. A slab shorter
- * than a granule (a heap's small first ones) may have other spans after
- * it in the granule: its block test fails for their addresses, and free
- * looks those up in the map (alloc.c, free_guess_missed).
+ * address's low 15 bits when it lies in the slab at all. Every slab is
+ * placed on a boundary where its hugepage has one free (hugepage.c,
+ * first_fit), also one shorter than a granule (a heap's small first
+ * ones), which may then have other spans after it in the granule: its
+ * block test fails for their addresses, and free looks those up in the
+ * map (alloc.c, free_guess_missed).
  *
  * A slot is 512 bytes for a 128-byte record. Neighbouring granules hold
  * slabs of other threads (hugepages are shared, fullest first), and

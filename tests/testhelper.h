@@ -3,12 +3,14 @@
  * (the message is optional); th_field_kb reads a /proc field; TEST_DONE() prints the closing line
  * "N passed, N failed" and gives the exit status (1 when anything failed);
  * th_run_child runs a function in a forked child and collects its stderr
- * and exit status (death tests).
+ * and exit status (death tests); th_run_self_with runs this test program
+ * again with a setting in its environment and counts its checks here.
  * Single-threaded use; stress tests count in their own threads and report
  * once. */
 #ifndef HPM_TESTHELPER_H
 #define HPM_TESTHELPER_H
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +57,47 @@ static inline int th_run_child(void (*fn)(void), char *buf, size_t size) {
     close(fds[0]);
     if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
     return st;
+}
+
+/* Runs this program again (argv: its own) with NAME=VALUE in its
+ * environment, for checks that need a setting the library reads when it
+ * starts (HPM_COLORS). Its output is shown with the setting in front of
+ * each line (so tests/run.sh does not take its closing line for this
+ * program's), and its "N passed, N failed" is added to this program's
+ * counts; a child that ends otherwise counts as one failure. */
+static inline void th_run_self_with(const char *name, const char *value, char *const argv[]) {
+    int fds[2], st = 0;
+    fflush(stdout);
+    fflush(stderr);
+    if (pipe(fds)) { th_fail(__FILE__, __LINE__, "pipe", "%s=%s", name, value); return; }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        setenv(name, value, 1);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *in = fdopen(fds[0], "r");
+    char line[1024];
+    int passed = -1, failed = -1;
+    while (in && fgets(line, sizeof line, in)) {
+        int p, f;
+        if (sscanf(line, "%d passed, %d failed", &p, &f) == 2) passed = p, failed = f;
+        else printf("  [%s=%s] %s", name, value, line);
+    }
+    if (in) fclose(in);
+    else close(fds[0]);
+    bool waited = pid > 0 && waitpid(pid, &st, 0) == pid;
+    if (passed < 0 || !waited || !WIFEXITED(st) || (WEXITSTATUS(st) != 0) != (failed > 0)) {
+        th_fail(__FILE__, __LINE__, "th_run_self_with", "%s=%s: status %#x, %d passed, %d failed", name, value, st, passed, failed);
+        return;
+    }
+    printf("  [%s=%s] %d passed, %d failed\n", name, value, passed, failed);
+    th_passed += passed;
+    th_failed += failed;
 }
 
 #define TEST_DONE() (printf("%d passed, %d failed\n", th_passed, th_failed), fflush(stdout), th_failed ? 1 : 0)
