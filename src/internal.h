@@ -64,7 +64,7 @@
 #define HPM_SPANCACHE_MAX_BYTES ((size_t)16 << 20) /* per thread, and at most a share of the heap: */
 #define HPM_SPANCACHE_HEAP_SHIFT 2                 /* a quarter of the pageheap's used pages (spancache.c, cache_bound), */
 #define HPM_SPANCACHE_MIN_BYTES ((size_t)1 << 20)  /* but at least 1 MiB (and the central cache too) */
-#define HPM_SPANCACHE_BUSY_FREES 1024          /* a thread that freed this many medium spans churns them: caches on, and alone it may keep the heap (spancache.c) */
+#define HPM_SPANCACHE_BUSY_FREES 1024          /* a thread that freed this many medium spans churns them: caches on, and it may keep the heap (spancache.c) */
 #define HPM_SPANCACHE_TRIM_NS (50ull * 1000000)   /* a thread's span cache trims its unused spans at most this often (spancache.c) */
 #define HPM_SPANCACHE_BATCHES 8                  /* batches a thread keeps per medium class (span_cache_n is 8-bit: 8 * 16 + 1 fits) */
 #define HPM_SPANCACHE_SLOTS (HPM_SPANCACHE_BATCHES * 123 + HPM_MEDIUM_CLASSES)   /* sum over medium classes of HPM_SPANCACHE_BATCHES * batch + 1 (the batches add up to 123) */
