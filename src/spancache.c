@@ -8,9 +8,9 @@
  * slow start); a stack over HPM_SPANCACHE_BATCHES (8) batches (one
  * batch in a thread that only frees the class: cache_put), or a cache over
  * its byte bound (cache_bound: a quarter of the heap, 1 to 16 MiB; all of
- * it, up to 16 MiB, for a busy thread), drains its oldest batch back. Thread exit
- * returns the cache to the central cache; malloc_trim/hpm_trim return it
- * to the pageheap.
+ * it, up to 16 MiB, for a busy thread), drains its oldest batch back.
+ * Thread exit returns the cache to the central cache; malloc_trim and
+ * hpm_trim return it to the pageheap.
  *
  * Stacks of pointers, not lists through the span records: a batch moves
  * by copying pointers, without reading a record (a record on a list had
@@ -78,9 +78,10 @@ static void drain(hpm_heap_t *h, unsigned cls, unsigned n) {
  * A thread that churns medium blocks in a small heap turns them on too:
  * once it has freed HPM_SPANCACHE_BUSY_FREES (1024) medium spans (python3
  * -c pass frees 69 blocks over 8 KiB and reallocs 31 under pyenv's
- * build, 32 and 2 under Debian's; Python's JSON run 118 and 561). glibc-bench large with
- * one thread (hpm bench's glibc-large: 200 blocks of 1-64 KiB, a heap of
- * 6.5 MB) spent 250 ns an operation in the pageheap, mimalloc 2.0.9 55. */
+ * build, 32 and 2 under Debian's; Python's JSON run 118 and 561).
+ * glibc-bench large with one thread (hpm bench's glibc-large: 200 blocks
+ * of 1-64 KiB, a heap of 6.5 MB) spent 250 ns an operation in the
+ * pageheap, mimalloc 2.0.9 55. */
 static inline bool medium_caching_on(void) { return __atomic_load_n(&_hpm_ph.medium_caching, __ATOMIC_RELAXED); }
 
 /* ---- the idle drain ----
