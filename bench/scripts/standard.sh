@@ -57,6 +57,7 @@ workloads=(
   "glibc-thread|glibc_bench --threads 2|glibc_bench --threads 2 --seconds 1|ns_per_iter"
   "glibc-large|glibc_bench --threads 2 --min 1K --max 64K --dist uniform --touch page|glibc_bench --threads 2 --min 1K --max 64K --dist uniform --touch page --seconds 1|ns_per_iter"
   "glibc-simple|glibc_simple|glibc_simple --iters 500000|wall_ms"
+  "sh6benchN|sh6bench|sh6bench|wall_ms"
   "malloc-large|malloc_large|malloc_large --iters 2000|wall_ms"
   "mleak10|mleak --rounds 500|mleak --rounds 200|wall_ms"
   "mleak100|mleak --rounds 5000|mleak --rounds 1000|wall_ms"

@@ -41,6 +41,7 @@ declare -A tiny=(
   [malloc_stall]="--count 64"
   [realloc_chain]="--chains 20 --from 5000 --to 300000"
   [glibc_simple]="--iters 4000"
+  [sh6bench]="--threads 2 --calls 50"
   [malloc_large]="--iters 20 --size 1M"
   [mleak]="--threads 4 --rounds 10 --slots 16"
   [thread_pool]="--threads 4 --classes 3"
@@ -155,13 +156,19 @@ $B/thread_pool --threads 40 --classes 7 >"$tmp/tp" 2>&1
 check "[[ \$(field '$tmp/tp' blocks) -eq 280 && \$(field '$tmp/tp' rss_kib) -gt 0 ]] && grep -q 'check=ok' '$tmp/tp'" "thread_pool: $(tail -n 1 "$tmp/tp")"
 $B/thread_pool --classes 65 >/dev/null 2>&1
 check "[[ \$? -eq 2 ]]" "thread_pool with more than 64 classes must exit 2"
+# sh6bench: 25 slots a thread, so 25 repeats of 19,300 mallocs (sizes below
+# 1000), and the original's overwritten fifth of the array left behind
+$B/sh6bench --threads 2 --calls 50 >"$tmp/sh" 2>&1
+check "[[ \$(field '$tmp/sh' mallocs) -eq 965000 && \$(field '$tmp/sh' leaked) -gt 0 ]] && grep -q 'check=ok' '$tmp/sh'" "sh6bench counts: $(tail -n 1 "$tmp/sh")"
+$B/sh6bench --threads 4 --calls 10 >/dev/null 2>&1
+check "[[ \$? -eq 2 ]]" "sh6bench with under 5 slots a thread must exit 2"
 $B/larson --seconds 0 >/dev/null 2>&1
 check "[[ \$? -eq 2 ]]" "larson --seconds 0 must exit 2"
 
 # Under hpmalloc: every standard workload passes its own self-check.
 hpm_lib=build/libhpmalloc.so
 if [[ -r $hpm_lib ]]; then
-  for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench malloc_stall realloc_chain glibc_simple malloc_large mleak thread_pool; do
+  for p in larson xmalloc rptest mstress alloc_test cache_thrash cache_scratch glibc_bench malloc_stall realloc_chain glibc_simple malloc_large mleak thread_pool sh6bench; do
     timeout 60 env LD_PRELOAD=$hpm_lib $B/$p ${tiny[$p]} --seed 5 >"$tmp/h" 2>&1
     check "[[ \$? -eq 0 ]] && result_ok '$tmp/h' '$p'" "$p under hpmalloc: $(tail -n 1 "$tmp/h")"
   done
@@ -295,7 +302,7 @@ fi
 # A broken allocator: every 50th small malloc of a thread returns its
 # previous block again (two live blocks overlap); free does nothing.
 if build_broken_alloc "$tmp"; then
-  for p in glibc_thread larson xmalloc alloc_test glibc_bench aging glibc_simple; do
+  for p in glibc_thread larson xmalloc alloc_test glibc_bench aging glibc_simple sh6bench; do
     timeout 60 env LD_PRELOAD=$tmp/shim.so $B/$p ${tiny[$p]} >"$tmp/s.out" 2>"$tmp/s.err"
     rc=$?
     check "[[ $rc -eq 3 ]] && grep -q 'CHECK FAILED' '$tmp/s.err' && ! grep -q '^RESULT' '$tmp/s.out'" \
