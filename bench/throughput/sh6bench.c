@@ -20,7 +20,7 @@
  * its skip test (made after the store) cannot skip it: that fill
  * overwrites the kept pointers, so a fifth of the array is never freed
  * every five fills, and the benchmark's heap grows through the run (on a
- * 2-core machine with 4 threads, about 2.4 million blocks a thread). This
+ * 2-core machine with 4 threads, about 2.3 million blocks a thread). This
  * program keeps that behaviour, since the published figures include it
  * (max RSS above all), and counts the blocks so left behind.
  *
