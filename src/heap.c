@@ -177,7 +177,8 @@ static uint64_t class_colours(const hpm_heap_t *h, unsigned cls) {
  * its hugepage has one free, for its granule's slot (hugepage.c,
  * first_fit), so its frees take the fast path; a thread's rarely used
  * large classes cost a whole slab each otherwise (glibc-bench with 16
- * threads: 37.7 -> 21.0 MB of max RSS, docs/allocator.md). One at a time: taking several under one lock
+ * threads: 37.7 -> 21.0 MB of max RSS, docs/allocator.md). One at a
+ * time: taking several under one lock
  * for a heap that had given slabs back (an allocation wave) halved the
  * pageheap lock rate again, but the spare slabs opened a hugepage of
  * their own (alloc-test, one thread: max RSS 12.0 -> 14.0 MB), so no. */
