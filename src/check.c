@@ -152,6 +152,22 @@ static bool check_filler(const hpm_pageheap_t *ph, size_t binned_expected, char 
     return true;
 }
 
+/* hp on its home heap's list (hugepage.c, hp_set_home): linked both ways
+ * to its neighbours, which share its home, or at the list's head; a
+ * hugepage with no home is on no list, and only an active one has one. */
+static bool check_home_links(const hpm_hp_t *hp, char *why) {
+    if (!hp->home) {
+        if (hp->home_next || hp->home_prev) return bad(why, "hugepage %u has no home but is on a home list", hp->index);
+        return true;
+    }
+    if (hp->state != HP_ACTIVE) return bad(why, "hugepage %u has a home but is not active (state %u)", hp->index, hp->state);
+    if (hp->home_prev ? hp->home_prev->home_next != hp || hp->home_prev->home != hp->home : hp->home->home_list != hp)
+        return bad(why, "hugepage %u is not where its home list says", hp->index);
+    if (hp->home_next && (hp->home_next->home_prev != hp || hp->home_next->home != hp->home))
+        return bad(why, "hugepage %u: its next on the home list does not point back", hp->index);
+    return true;
+}
+
 bool _hpm_check_pageheap(const hpm_pageheap_t *ph, char *why) {
     if (ph->top_hp > ph->reserved_hp) return bad(why, "top %zu beyond the %zu reserved hugepages", ph->top_hp, ph->reserved_hp);
     size_t active = 0, cached = 0, released = 0, used = 0, subrel = 0, hybrid = 0, binned = 0;
@@ -166,6 +182,7 @@ bool _hpm_check_pageheap(const hpm_pageheap_t *ph, char *why) {
         subrel += hp->subrel_pages;
         binned += hp->bin_linked;
         if (hp->state == HP_ACTIVE) in_set[hp->set]++;
+        if (!check_home_links(hp, why)) return false;
     }
     hybrid = in_set[SET_HYBRID];
     if (active != ph->active_count) return bad(why, "%zu active hugepages, count %zu", active, ph->active_count);

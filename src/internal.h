@@ -198,6 +198,7 @@ typedef struct hpm_hp_s {
     uintptr_t addr;                 /* its 2 MiB of the arena that holds it */
     uint64_t empty_since_ns;
     struct hpm_heap_s *home;        /* the thread heap whose medium spans it holds (hugepage.c, "homes"); NULL: none */
+    struct hpm_hp_s *home_next, *home_prev;   /* that heap's list of them (home_list; pageheap lock) */
     struct hpm_hp_s *next, *prev;   /* filler bin list or empty cache list */
 } hpm_hp_t;
 
@@ -640,6 +641,7 @@ struct hpm_heap_s {
     bool active;                        /* false from the start of thread exit: adopts nothing (atomic: the
                                          * pageheap reads it for its hugepages' homes) */
     hpm_hp_t *home_hp;                  /* pageheap lock: the hugepage its last medium span came from (hugepage.c) */
+    hpm_hp_t *home_list;                /* pageheap lock: every hugepage whose home it is (hp->home_next; kept when the record is reused) */
     uint32_t outbox_blocks;             /* blocks waiting in outbox[] */
     hpm_outbox_t outbox[HPM_OUTBOX_SLOTS];  /* remote frees batched per owner (remote.c) */
     _Atomic(void *) inbox __attribute__((aligned(128)));  /* blocks of our slabs freed by other threads (a line pair of its own: the spatial prefetcher) */

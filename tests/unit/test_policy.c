@@ -496,6 +496,46 @@ static void test_homes_sparse(void) {
     __atomic_store_n(&other.active, false, __ATOMIC_RELAXED);
 }
 
+/* Homes: a thread's medium span goes into the tightest of its own
+ * hugepages that fits, however many hugepages of other threads come
+ * first in the filler's bins (each heap keeps a list of its homes,
+ * hugepage.c home_own_fit); a hugepage that empties leaves the list. With
+ * the search in the shared bins alone (64 looks), 70 of another thread's
+ * hugepages with a 35-page free run hid my hugepage with 40 free pages,
+ * and my 30-page span opened an empty hugepage. */
+static void test_homes_own_list(void) {
+    hpm_pageheap_t *ph = new_ph();
+    ph->huge_started = true;
+    static hpm_heap_t me, other;
+    __atomic_store_n(&me.active, true, __ATOMIC_RELAXED);
+    __atomic_store_n(&other.active, true, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < 17; i++) {   /* 17 full hugepages: past HPM_HOMES_MIN_PAGES */
+        hpm_span_t *f = _hpm_ph_alloc_span_for(ph, HPM_PAGES_PER_HP, SPAN_MEDIUM, 0, &other);
+        CHECK(f && hp_index(ph, f) == i);
+    }
+    CHECK(hpm_homes_on(ph), "homes on with %zu pages used", ph->used_pages_total);
+    for (unsigned i = 17; i < 87; i++) {   /* 70 of other's, 35 pages free in each */
+        hpm_span_t *o = _hpm_ph_alloc_span_for(ph, HPM_PAGES_PER_HP - 35, SPAN_MEDIUM, 0, &other);
+        CHECK(o && hp_index(ph, o) == i && ph->hps[i].home == &other, "other's hugepage %u: %zu", i, o ? hp_index(ph, o) : 999);
+    }
+    hpm_span_t *m40 = _hpm_ph_alloc_span_for(ph, HPM_PAGES_PER_HP - 40, SPAN_MEDIUM, 0, &me);   /* hp87: 40 free */
+    hpm_span_t *m12 = _hpm_ph_alloc_span_for(ph, HPM_PAGES_PER_HP - 12, SPAN_MEDIUM, 0, &me);   /* hp88: 12 free, my last */
+    CHECK(m40 && m12 && hp_index(ph, m40) == 87 && hp_index(ph, m12) == 88 && ph->top_hp == 89);
+    hpm_span_t *m = _hpm_ph_alloc_span_for(ph, 30, SPAN_MEDIUM, 0, &me);
+    CHECK(m && hp_index(ph, m) == 87 && ph->top_hp == 89, "my 30 pages go into my hugepage with 40 free: hp %zu, top %zu",
+          m ? hp_index(ph, m) : 999, ph->top_hp);
+    unsigned mine = 0, others = 0, wrong = 0;   /* other: the 70 and the 17th full one (homes were on) */
+    for (hpm_hp_t *hp = me.home_list; hp && mine < 1000; hp = hp->home_next) mine++, wrong += hp->home != &me;
+    for (hpm_hp_t *hp = other.home_list; hp && others < 1000; hp = hp->home_next) others++, wrong += hp->home != &other;
+    CHECK(mine == 2 && others == 71 && wrong == 0, "home lists: mine %u, other's %u, %u on the wrong list", mine, others, wrong);
+    _hpm_ph_free_span(ph, m12);   /* hp88 empties: it leaves my list */
+    mine = 0;
+    for (hpm_hp_t *hp = me.home_list; hp && mine < 1000; hp = hp->home_next) mine++;
+    CHECK(mine == 1 && me.home_list == &ph->hps[87] && ph->hps[88].home == NULL, "after hp88 emptied: %u on my list", mine);
+    __atomic_store_n(&me.active, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&other.active, false, __ATOMIC_RELAXED);
+}
+
 /* During the small start (4 KiB pages) slabs and spans share hugepages:
  * a slab goes into a hugepage of medium spans that has room before an
  * empty hugepage is opened, and a span into a hugepage of slabs. Past the
@@ -900,6 +940,7 @@ int main(void) {
     test_small_start_always();
     test_hybrid();
     test_homes_sparse();
+    test_homes_own_list();
     test_small_start_mixes();
     test_release_window();
     test_subrelease_order();
