@@ -608,8 +608,9 @@ static hpm_hp_t *small_start_written(hpm_pageheap_t *ph, hpm_hp_t *usual, size_t
  * memory in regions of its own. So in a big enough heap (hpm_homes_on:
  * 32 MiB, and 16 MiB a thread) a thread heap's medium span goes, in this
  * order, into its last hugepage (home_hp) when it fits there; into the
- * most used partial hugepage that fits among those of its own, of
- * nobody, or of a thread that has exited (at most HOME_LOOKS looked at);
+ * most used partial hugepage that fits among those of its own (its home
+ * list, home_own_fit), then of nobody or of a thread that has exited (at
+ * most HOME_LOOKS looked at in the filler's bins);
  * or, before an empty hugepage is opened, into a hugepage of any set
  * open to it that is at most a quarter used (HOME_SPARSE_PAGES); or into an
  * empty hugepage. The hugepage becomes the heap's (hp->home)
