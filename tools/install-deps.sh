@@ -12,7 +12,7 @@ pkgs=(gcc make libc6-dev python3 sqlite3 lua5.4 redis-server redis-tools
 pkgs+=(g++ pkg-config cmake dpkg-dev debhelper lintian python3-prometheus-client)
 # the heap census of bench/scripts/rss_by_mapping.py --census (its smoke test)
 pkgs+=(gdb)
-[[ $what == bench ]] && pkgs+=(hyperfine)
+[[ $what == bench ]] && pkgs+=(hyperfine time)   # time: bench/scripts/rounds.sh's max RSS
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
