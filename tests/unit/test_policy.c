@@ -465,22 +465,29 @@ static void test_hybrid(void) {
     CHECK(ph->hps[1].state == HP_CACHED && ph->sets[SET_OTHER].count == 0);
 }
 
+/* A private pageheap past the small start with homes on: two live heaps,
+ * and 17 full hugepages (8,704 pages, past HPM_HOMES_MIN_PAGES) of
+ * other's medium spans, hugepages 0-16 (the 17th is other's home). */
+static hpm_pageheap_t *homes_on_ph(hpm_heap_t *me, hpm_heap_t *other) {
+    hpm_pageheap_t *ph = new_ph();
+    ph->huge_started = true;
+    __atomic_store_n(&me->active, true, __ATOMIC_RELAXED);
+    __atomic_store_n(&other->active, true, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < 17; i++) {
+        hpm_span_t *full = _hpm_ph_alloc_span_for(ph, HPM_PAGES_PER_HP, SPAN_MEDIUM, 0, other);
+        CHECK(full && hp_index(ph, full) == i);
+    }
+    CHECK(hpm_homes_on(ph), "homes on with %zu pages used", ph->used_pages_total);
+    return ph;
+}
+
 /* Homes: in a heap big enough for them, a thread's medium span goes into
  * a hugepage at most a quarter used, of any set, that is open to it (its
  * own, nobody's, an exited thread's) before an empty hugepage is opened
  * (hugepage.c, HOME_SPARSE_PAGES); a fuller one it passes over. */
 static void test_homes_sparse(void) {
-    hpm_pageheap_t *ph = new_ph();
-    ph->huge_started = true;
     static hpm_heap_t me, other;
-    __atomic_store_n(&me.active, true, __ATOMIC_RELAXED);
-    __atomic_store_n(&other.active, true, __ATOMIC_RELAXED);
-    hpm_span_t *full[17];
-    for (unsigned i = 0; i < 17; i++) {   /* 17 full hugepages: 8,704 pages, past HPM_HOMES_MIN_PAGES */
-        full[i] = _hpm_ph_alloc_span_for(ph, HPM_PAGES_PER_HP, SPAN_MEDIUM, 0, &other);
-        CHECK(full[i] && hp_index(ph, full[i]) == i);
-    }
-    CHECK(hpm_homes_on(ph), "homes on with %zu pages used", ph->used_pages_total);
+    hpm_pageheap_t *ph = homes_on_ph(&me, &other);
     hpm_span_t *slab = alloc(ph, 8, SPAN_SLAB);            /* hp17: 8 pages of slabs */
     CHECK(slab && hp_index(ph, slab) == 17);
     hpm_span_t *m = _hpm_ph_alloc_span_for(ph, 16, SPAN_MEDIUM, 0, &me);
@@ -504,16 +511,8 @@ static void test_homes_sparse(void) {
  * hugepages with a 35-page free run hid my hugepage with 40 free pages,
  * and my 30-page span opened an empty hugepage. */
 static void test_homes_own_list(void) {
-    hpm_pageheap_t *ph = new_ph();
-    ph->huge_started = true;
     static hpm_heap_t me, other;
-    __atomic_store_n(&me.active, true, __ATOMIC_RELAXED);
-    __atomic_store_n(&other.active, true, __ATOMIC_RELAXED);
-    for (unsigned i = 0; i < 17; i++) {   /* 17 full hugepages: past HPM_HOMES_MIN_PAGES */
-        hpm_span_t *f = _hpm_ph_alloc_span_for(ph, HPM_PAGES_PER_HP, SPAN_MEDIUM, 0, &other);
-        CHECK(f && hp_index(ph, f) == i);
-    }
-    CHECK(hpm_homes_on(ph), "homes on with %zu pages used", ph->used_pages_total);
+    hpm_pageheap_t *ph = homes_on_ph(&me, &other);
     for (unsigned i = 17; i < 87; i++) {   /* 70 of other's, 35 pages free in each */
         hpm_span_t *o = _hpm_ph_alloc_span_for(ph, HPM_PAGES_PER_HP - 35, SPAN_MEDIUM, 0, &other);
         CHECK(o && hp_index(ph, o) == i && ph->hps[i].home == &other, "other's hugepage %u: %zu", i, o ? hp_index(ph, o) : 999);
