@@ -67,6 +67,7 @@
 #define HPM_SPANCACHE_BUSY_FREES 1024          /* a thread that freed this many medium spans churns them: caches on, and it may keep the heap (spancache.c) */
 #define HPM_SPANCACHE_TRIM_NS (50ull * 1000000)   /* a thread's span cache trims its unused spans at most this often (spancache.c) */
 #define HPM_SPANCACHE_BATCHES 8                  /* batches a thread keeps per medium class (span_cache_n is 8-bit: 8 * 16 + 1 fits) */
+#define HPM_SPANCACHE_BORROW_CLASSES 2           /* a class's empty stack takes a span of up to this many classes larger first (spancache.c, borrow_up) */
 #define HPM_SPANCACHE_SLOTS (HPM_SPANCACHE_BATCHES * 123 + HPM_MEDIUM_CLASSES)   /* sum over medium classes of HPM_SPANCACHE_BATCHES * batch + 1 (the batches add up to 123) */
 #define HPM_SMALL_HEAP_PAGES 2048                 /* until a heap first uses this many pages (8 MiB), a second thread allocates or a thread is busy (HPM_SPANCACHE_BUSY_FREES), no medium span caching */
 #define HPM_TINY_HEAP_HP 1                       /* up to this many hugepages, slabs and spans share */

@@ -3,6 +3,7 @@
  * contents survive reuse; sizes round to the medium classes; the thread
  * cache and the central cache stay within their bounds and counts, which
  * follow the heap's size; a
+ * class with an empty stack borrows a span of the next two classes up; a
  * double free of a cached medium span aborts with one line (death test,
  * in a forked child); blocks freed by another thread come back; thread
  * exit returns the thread's cache to the central cache; and hpm_trim
@@ -255,6 +256,49 @@ static void test_contents_and_bounds(void) {
     free(z);
 }
 
+/* A class whose stack is empty takes the newest span of the next two
+ * classes up before it refills (spancache.c, borrow_up): 40 KiB (10
+ * pages) gets a cached 56 KiB span (14 pages, two classes up), whole
+ * and usable, and the span goes back to its own stack when freed; a
+ * span three classes up (64 KiB) is not taken. Runs with the caches on
+ * (after test_heap_share_bounds). */
+static void test_borrow_up(void) {
+    hpm_heap_t *h = _hpm_tls_heap;
+    unsigned c40 = hpm_medium_class(10), c56 = hpm_medium_class(14), c64 = hpm_medium_class(16);
+    CHECK(c56 == c40 + 2 && c64 == c40 + 3, "classes %u %u %u", c40, c56, c64);
+    _hpm_spancache_flush(h);
+    unsigned char *big = malloc(56 << 10);
+    CHECK(big != NULL);
+    uintptr_t big_at = (uintptr_t)big;
+    free(big);
+    unsigned n56 = h->span_cache_n[c56];   /* the refill took a batch: the span freed is on top */
+    CHECK(n56 >= 1 && h->span_cache_n[c40] == 0, "stacks after the free: 56 KiB %u, 40 KiB %u", n56, h->span_cache_n[c40]);
+    unsigned char *p = malloc(40 << 10);
+    size_t usable = malloc_usable_size(p);
+    CHECK((uintptr_t)p == big_at && usable == 56 << 10, "40 KiB got %p (usable %zu), the cached 56 KiB span is %#lx",
+          (void *)p, usable, (unsigned long)big_at);
+    CHECK(h->span_cache_n[c56] == n56 - 1, "the 56 KiB stack holds %u, %u before", h->span_cache_n[c56], n56);
+    memset(p, 0x5a, usable);
+    size_t bad = 0;
+    for (size_t k = 0; k < usable; k += 4096) bad += p[k] != 0x5a;
+    CHECK(bad == 0 && p[usable - 1] == 0x5a, "%zu pages of the borrowed span lost their contents", bad);
+    free(p);
+    CHECK(h->span_cache_n[c56] == n56 && h->span_cache_n[c40] == 0, "back in its own stack: 56 KiB %u, 40 KiB %u",
+          h->span_cache_n[c56], h->span_cache_n[c40]);
+    _hpm_spancache_flush(h);
+    unsigned char *far = malloc(64 << 10);
+    uintptr_t far_at = (uintptr_t)far;
+    free(far);
+    unsigned n64 = h->span_cache_n[c64];
+    unsigned char *q = malloc(40 << 10);
+    CHECK((uintptr_t)q != far_at && malloc_usable_size(q) == 40 << 10 && h->span_cache_n[c64] == n64,
+          "a 64 KiB span, three classes up: 40 KiB got usable %zu, %s, the 64 KiB stack %u of %u", malloc_usable_size(q),
+          (uintptr_t)q == far_at ? "the span" : "another", h->span_cache_n[c64], n64);
+    free(q);
+    char why[256] = "";
+    CHECK(_hpm_check_heap(h, why), "heap check: %s", why);
+}
+
 static size_t dies_size;
 static void double_free_child(void) {
     void *p = hpm_malloc(dies_size);   /* hpm_*: the compiler may not drop the pair */
@@ -437,6 +481,7 @@ int main(void) {
     test_classes();
     test_heap_share_bounds();
     test_contents_and_bounds();
+    test_borrow_up();
     test_double_free_dies(12 * 1024);
     test_double_free_dies(700 * 1024);
     test_threads();
