@@ -3,6 +3,7 @@
  * and frees. Medium requests are rounded up to one of HPM_MEDIUM_CLASSES
  * page counts (4 per power of two, internal.h); per class the thread
  * keeps a stack (an array) of free spans, newest on top. An empty stack
+ * first takes a span of the next two classes up (borrow_up), then
  * refills with a batch from the central cache (transfer.c), which refills
  * from the pageheap (the first refills of a class with 1, 2, 4, ... spans:
  * slow start); a stack over HPM_SPANCACHE_BATCHES (8) batches (one
@@ -144,12 +145,12 @@ static __attribute__((noinline, cold)) void cache_trim(hpm_heap_t *h) {
  * class whose stack is empty takes the newest span of the next
  * HPM_SPANCACHE_BORROW_CLASSES classes up, if one of them has a span,
  * before it takes a batch from the central cache: at most two classes,
- * so the block wastes at most about half of its span, and only pages
- * that sat idle in the cache. The span keeps its own class (its page
+ * so the block fills at least 40% of its span (half from 12 KiB up), and
+ * only pages that sat idle in the cache. The span keeps its own class (its page
  * count): freed, it goes back to its own stack. glibc-bench large
  * (1-64 KiB, random replacement) with 2 threads kept 20 MiB of free
  * spans in the stacks beside 67 MiB live, and its max RSS was 1.13x
- * jemalloc's; with borrowing 0.99x, time unchanged (docs/allocator.md,
+ * jemalloc's; with borrowing 1.00x, time unchanged (docs/allocator.md,
  * "Medium sizes"). */
 /* The top (newest) span of cls's stack, which is not empty. */
 static hpm_span_t *pop(hpm_heap_t *h, unsigned cls) {
