@@ -138,20 +138,6 @@ static __attribute__((noinline, cold)) void cache_trim(hpm_heap_t *h) {
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) h->span_low[c] = h->span_cache_n[c];
 }
 
-/* ---- borrowing from the classes above ----
- * Each class's stack holds what that class's count of live blocks swung
- * by lately, and the swings of different classes do not add up: the
- * thread's live bytes swing far less than the sum of its stacks. So a
- * class whose stack is empty takes the newest span of the next
- * HPM_SPANCACHE_BORROW_CLASSES classes up, if one of them has a span,
- * before it takes a batch from the central cache: at most two classes,
- * so the block fills at least 40% of its span (half from 12 KiB up), and
- * only pages that sat idle in the cache. The span keeps its own class (its page
- * count): freed, it goes back to its own stack. glibc-bench large
- * (1-64 KiB, random replacement) with 2 threads kept 20 MiB of free
- * spans in the stacks beside 67 MiB live, and its max RSS was 1.13x
- * jemalloc's; with borrowing 1.00x, time unchanged (docs/allocator.md,
- * "Medium sizes"). */
 /* The top (newest) span of cls's stack, which is not empty. */
 static hpm_span_t *pop(hpm_heap_t *h, unsigned cls) {
     hpm_span_t **st = stack_of(h, cls);
@@ -165,6 +151,20 @@ static hpm_span_t *pop(hpm_heap_t *h, unsigned cls) {
     return s;
 }
 
+/* ---- borrowing from the classes above ----
+ * Each class's stack holds what that class's count of live blocks swung
+ * by lately, and the swings of different classes do not add up: the
+ * thread's live bytes swing far less than the sum of its stacks. So a
+ * class whose stack is empty takes the newest span of the next
+ * HPM_SPANCACHE_BORROW_CLASSES classes up, if one of them has a span,
+ * before it takes a batch from the central cache: at most two classes,
+ * so the block fills at least 40% of its span (half from 12 KiB up), and
+ * only pages that sat idle in the cache. The span keeps its own class
+ * (its page count): freed, it goes back to its own stack. glibc-bench large
+ * (1-64 KiB, random replacement) with 2 threads kept 20 MiB of free
+ * spans in the stacks beside 67 MiB live, and its max RSS was 1.13x
+ * jemalloc's; with borrowing 1.00x, time unchanged (docs/allocator.md,
+ * "Medium sizes"). */
 static hpm_span_t *borrow_up(hpm_heap_t *h, unsigned cls) {
     for (unsigned up = cls + 1; up <= cls + HPM_SPANCACHE_BORROW_CLASSES && up < HPM_MEDIUM_CLASSES; up++)
         if (h->span_cache_n[up]) return pop(h, up);
