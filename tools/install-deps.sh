@@ -10,6 +10,9 @@ pkgs=(gcc make libc6-dev python3 sqlite3 lua5.4 redis-server redis-tools
 # packaging and install tests (debian/, make install, C++ operator new),
 # and the Prometheus parser of hpm stat --prometheus's test
 pkgs+=(g++ pkg-config cmake dpkg-dev debhelper lintian python3-prometheus-client)
+# CPython's own regression tests for Debian's python3 (tests/scripts/realprog_cpython.sh)
+pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.11)
+pkgs+=("libpython$pyver-testsuite")
 # the heap census of bench/scripts/rss_by_mapping.py --census (its smoke test)
 pkgs+=(gdb)
 [[ $what == bench ]] && pkgs+=(hyperfine time)   # time: bench/scripts/rounds.sh's max RSS
