@@ -135,8 +135,14 @@ static __attribute__((noinline, cold)) void *alloc_span_retry(hpm_heap_t *h, siz
     return reclaim_for_retry() ? alloc_span_once(h, size, align_bytes, zero) : NULL;
 }
 
+/* The largest request served: a span's page count is 32 bits
+ * (hpm_span_t n_pages), so 2^32 pages less a hugepage (a large span
+ * rounds up to whole hugepages), just under 16 TiB. Above it, ENOMEM:
+ * the count would wrap and the rest of the span leak. */
+#define MAX_REQUEST_BYTES (((size_t)1 << (32 + HPM_PAGE_SHIFT)) - HPM_HP_BYTES)
+
 static void *alloc_span(hpm_heap_t *h, size_t size, size_t align_bytes, bool zero) {
-    if (size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
+    if (size > MAX_REQUEST_BYTES) { errno = ENOMEM; return NULL; }
     void *p = alloc_span_once(h, size, align_bytes, zero);
     if (unlikely(!p)) p = alloc_span_retry(h, size, align_bytes, zero);
     return p;
@@ -159,9 +165,13 @@ static void *alloc_span_any(size_t size, bool zero) {
     return alloc_span(h, size, HPM_PAGE_BYTES, zero);
 }
 
+/* size 0 is served as 1: a unique block, as malloc(0). A span of 0
+ * pages would own no page, and its start would be another span's (or
+ * the page after it), which a free of it would then free. */
 static void *alloc_aligned(size_t alignment, size_t size) {
     hpm_heap_t *h = heap_get();
     if (unlikely(!h)) { errno = ENOMEM; return NULL; }
+    if (size == 0) size = 1;
     if (alignment <= sizeof(void *)) return alloc_any(size, false);   /* every block is 8-aligned; 16 needs the class loop below (24, 40, 56) */
     if (alignment <= HPM_PAGE_BYTES && size <= HPM_SMALL_MAX_BYTES) {
         unsigned cls = hpm_size_class(size > alignment ? size : alignment);
@@ -430,7 +440,7 @@ HPM_API size_t hpm_usable_size(const void *p) {
  * grows step by step. It shrinks where it is while it stays large: its
  * last pages go back. Other blocks move (malloc, copy, free). */
 static bool realloc_in_place(hpm_span_t *s, size_t size) {
-    if (s->kind != SPAN_LARGE || size > ((size_t)1 << 46)) return false;
+    if (s->kind != SPAN_LARGE || size > MAX_REQUEST_BYTES) return false;
     size_t pages = (size + HPM_PAGE_BYTES - 1) >> HPM_PAGE_SHIFT, old_pages = s->n_pages;
     if (pages < old_pages && pages < HPM_LARGE_MIN_PAGES) return false;
     pthread_mutex_lock(&_hpm_ph.lock);

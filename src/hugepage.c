@@ -693,6 +693,7 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
 
 hpm_span_t *_hpm_ph_alloc_span_for(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask, hpm_heap_t *home) {
     hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
+    hpm_assert(n_pages > 0 && n_pages <= UINT32_MAX);   /* a span owns a page at least; its count is 32 bits */
     if (colour_mask && n_pages == 1) return span_alloc_coloured(ph, colour_mask);
     int first = -1;   /* where in hp: -1, first fit */
     hpm_hp_t *hp = NULL;
@@ -833,6 +834,7 @@ hpm_span_t *_hpm_ph_alloc_large(hpm_pageheap_t *ph, size_t n_pages, size_t align
 
 hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes, bool zero) {
     hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
+    hpm_assert(n_pages > 0 && n_pages <= UINT32_MAX);   /* a span owns a page at least; its count is 32 bits */
     size_t n_hp = (n_pages + HPM_PAGES_PER_HP - 1) / HPM_PAGES_PER_HP;
     size_t align_hp = align_bytes > HPM_HP_BYTES ? align_bytes >> HPM_HP_SHIFT : 1;
     if (n_hp > ph->index_cap_hp) return NULL;
@@ -969,6 +971,7 @@ bool _hpm_ph_grow_medium(hpm_pageheap_t *ph, hpm_span_t *s, size_t n_pages) {
 }
 
 hpm_span_t *_hpm_ph_alloc_aligned(hpm_pageheap_t *ph, size_t n_pages, size_t align_bytes) {
+    hpm_assert(n_pages > 0 && n_pages <= UINT32_MAX);   /* a span owns a page at least; its count is 32 bits */
     size_t align_pages = align_bytes >> HPM_PAGE_SHIFT;
     size_t total = n_pages + align_pages - 1;
     if (total >= HPM_LARGE_MIN_PAGES) return _hpm_ph_alloc_large(ph, n_pages, HPM_HP_BYTES);

@@ -223,6 +223,65 @@ static void test_alignments(void)
     free(v);
 }
 
+/* Size 0 with an alignment over a page (review, session 49): the request
+ * became a span of 0 pages, whose "start" was the next span's. Then
+ * posix_memalign(8 KiB, 0) returned the address the next malloc(12 KiB)
+ * returned too, and free of it freed that block; with 2 MiB alignment as
+ * a process's first call it crashed. Each must be a block of its own,
+ * disjoint from the blocks allocated after it, which its free leaves
+ * alone. */
+static void aligned_zero_first(void)
+{
+    void *p = aligned_alloc(2 * MiB, 0);
+    if (!p || (uintptr_t)p % (2 * MiB)) {
+        fprintf(stderr, "aligned_alloc(2 MiB, 0) = %p\n", p);
+        _exit(1);
+    }
+    free(p);
+}
+
+static void test_aligned_size_zero(void)
+{
+    static const size_t aligns[] = { 16, 4 * KiB, 8 * KiB, 64 * KiB, 1 * MiB, 2 * MiB, 4 * MiB };
+    for (size_t i = 0; i < sizeof aligns / sizeof *aligns; i++) {
+        size_t a = aligns[i];
+        for (int fn = 0; fn < 3; fn++) {
+            void *p = NULL;
+            if (fn == 0) CHECK(posix_memalign(&p, a, 0) == 0, "posix_memalign(%zu, 0) failed", a);
+            else if (fn == 1) p = aligned_alloc(a, 0);
+            else p = memalign(a, 0);
+            CHECK(p && (uintptr_t)p % a == 0, "fn %d(align %zu, 0) = %p", fn, a, p);
+            void *after[4];
+            size_t after_bytes[4] = { 12 * KiB, 16 * KiB, 3 * MiB, a + 4 * KiB };
+            for (int k = 0; k < 4; k++) {
+                after[k] = malloc(after_bytes[k]);
+                CHECK(after[k] && after[k] != p, "fn %d(align %zu, 0) = %p, and malloc(%zu) = %p", fn, a, p,
+                      after_bytes[k], after[k]);
+                if (after[k]) memset(after[k], 0x5a, after_bytes[k]);
+            }
+            void *base = NULL;
+            size_t len = 0;
+            CHECK(p && hpm_range(p, &base, &len) && base == p && len >= 1,
+                  "fn %d(align %zu, 0) = %p: range %p + %zu", fn, a, p, base, len);
+            for (int k = 0; k < 4; k++)
+                CHECK(!after[k] || ((char *)p + (len ? len : 1) <= (char *)after[k] ||
+                                    (char *)after[k] + after_bytes[k] <= (char *)p),
+                      "fn %d(align %zu, 0) = %p (+%zu) overlaps malloc(%zu) = %p", fn, a, p, len, after_bytes[k],
+                      after[k]);
+            free(p);
+            for (int k = 0; k < 4; k++) {
+                CHECK(!after[k] || (hpm_range(after[k], &base, &len) && base == after[k]),
+                      "malloc(%zu) = %p is not live after the free of the aligned 0-byte block", after_bytes[k],
+                      after[k]);
+                void *again = malloc(after_bytes[k]);
+                CHECK(again != after[k], "malloc(%zu) handed out live %p again", after_bytes[k], after[k]);
+                free(again);
+            }
+            for (int k = 0; k < 4; k++) free(after[k]);
+        }
+    }
+}
+
 static void test_bad_alignment(void)
 {
     static const size_t bad[] = { 0, 3, 24, 48, 100, 4097, ((size_t)1 << 20) + 8 };
@@ -695,12 +754,16 @@ static void test_first_call_of_a_thread(void) {
 
 int main(void)
 {
+    char buf[512];
+    int st = th_run_child(aligned_zero_first, buf, sizeof buf);   /* first: a pageheap that has nothing yet */
+    CHECK(st == 0, "aligned_alloc(2 MiB, 0) as the first call: status %#x: %s", st, buf);
     test_is_hpmalloc();
     test_malloc_zero();
     test_sizes();
     test_fundamental_alignment();
     test_alignments();
     test_bad_alignment();
+    test_aligned_size_zero();
     test_enomem();
     test_realloc();
     test_calloc();
