@@ -16,12 +16,13 @@
  * or goes away, so free() may read it without a lock, and a wild pointer
  * in a published GiB reads NULL. Each arena reserves the chunks of the
  * GiBs it spans, in address order, so the first arena's map is one array.
- * Beside it, each arena reserves a 128-byte slot per 32 KiB granule for
+ * Beside it, each arena reserves a 512-byte slot per 32 KiB granule for
  * the records of slabs that start there (internal.h, hpm_slab_guess),
  * committed with the map chunks that cover them.
  *
  * Invariants: arenas do not overlap, lie below 2^48, and are 2 MiB aligned
- * (1 GiB aligned and sized in 1g mode, or when no limit is near); hugepage
+ * (1 GiB aligned and sized in 1g mode, or when no limit is near: sized up
+ * to whole GiBs, never cut below the request); hugepage
  * indices run on from one arena to the next. Runs with ph->lock held,
  * except during init. */
 #include <errno.h>
@@ -67,10 +68,23 @@ int _hpm_arena_add(hpm_pageheap_t *ph, size_t need_hp, size_t align_hp) {
     size_t room = _hpm_as_room_bytes(ph->os);
     size_t want_bytes = want_hp << HPM_HP_SHIFT;
     if (room == SIZE_MAX || room / 4 > want_bytes + HPM_GB_BYTES) whole_gib = true;
+    size_t min_hp = need_hp;
+    if (whole_gib) {   /* whole GiBs, rounded up: the cut below must not fall under the request (session 49) */
+        size_t gib_hp = HPM_GB_BYTES >> HPM_HP_SHIFT;
+        size_t need_up_hp = (need_hp + gib_hp - 1) & ~(gib_hp - 1);
+        if (need_up_hp <= left_hp) {
+            min_hp = need_up_hp;
+            want_hp = (want_hp + gib_hp - 1) & ~(gib_hp - 1);
+            if (want_hp > left_hp) want_hp = left_hp & ~(gib_hp - 1);
+            want_bytes = want_hp << HPM_HP_SHIFT;
+        } else if (ph->page_mode != PAGES_1G) {
+            whole_gib = false;   /* near the cap on indices: 2 MiB granularity rather than no arena */
+        }
+    }
     size_t align = align_hp << HPM_HP_SHIFT;
     if (whole_gib && align < HPM_GB_BYTES) align = HPM_GB_BYTES;
     size_t got = 0;
-    char *base = _hpm_reserve_sized(ph->os, want_bytes, need_hp << HPM_HP_SHIFT, align, &got);
+    char *base = _hpm_reserve_sized(ph->os, want_bytes, min_hp << HPM_HP_SHIFT, align, &got);
     if (!base) return ENOMEM;
     if (whole_gib && (got & (HPM_GB_BYTES - 1))) {   /* so that no GiB is shared with anything else */
         size_t keep = got & ~(HPM_GB_BYTES - 1);

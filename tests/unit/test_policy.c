@@ -664,6 +664,23 @@ static void test_large_end_run(void) {
     CHECK(aligned && (aligned->start & (HPM_HP_BYTES - 1)) == 0, "alignment asked: a hugepage start");
 }
 
+/* A large span bigger than every arena so far gets a new arena of whole
+ * GiBs at least its size (review, session 49): the arena was cut down to
+ * whole GiBs after it was reserved, below the request when that was not a
+ * GiB multiple, and the request failed (HPM_ARENA_RESERVE=1G: malloc of
+ * 1100 MiB and 2050 MiB gave ENOMEM, 2048 MiB worked). */
+static void test_arena_not_cut(void) {
+    hpm_pageheap_t *ph = new_ph();   /* a 4 GiB first arena */
+    size_t hp = 5 * 512 + 1;         /* 5 GiB and one hugepage */
+    hpm_span_t *big = _hpm_ph_alloc_large(ph, hp * HPM_PAGES_PER_HP, HPM_PAGE_BYTES);
+    CHECK(big && big->n_pages == hp * HPM_PAGES_PER_HP, "5 GiB + 2 MiB: %p", (void *)big);
+    CHECK(ph->n_arenas == 2 && ph->arenas[1].n_hp >= hp && ph->arenas[1].n_hp % 512 == 0,
+          "arenas %u, the second %zu hugepages", (unsigned)ph->n_arenas, ph->n_arenas > 1 ? ph->arenas[1].n_hp : 0);
+    if (big) _hpm_ph_free_span(ph, big);
+    hpm_span_t *m = alloc(ph, 10, SPAN_MEDIUM);
+    CHECK(m != NULL, "a medium span after it");
+}
+
 /* Out of memory: allocation fails cleanly, nothing is half-taken. */
 static void test_out_of_memory(void) {
     hpm_pageheap_t *ph = new_ph();
@@ -948,6 +965,7 @@ int main(void) {
     test_release_for_growth();
     test_grow_medium();
     test_out_of_memory();
+    test_arena_not_cut();
     test_random_invariants();
     test_checker_finds_damage();
     return TEST_DONE();
