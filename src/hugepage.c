@@ -276,6 +276,7 @@ static void hp_take_empty(hpm_pageheap_t *ph, hpm_hp_t *hp) {
         list_unlink(&ph->released_head, NULL, hp);
         ph->released_count--;
     }
+    if (hp->state == HP_CACHED || hp->state == HP_RELEASED) ph->idle_subrel_pages -= hp->subrel_pages;
     hp->state = HP_ACTIVE;
     ph->active_count++;
 }
@@ -420,6 +421,7 @@ static void hp_cache_push(hpm_pageheap_t *ph, hpm_hp_t *hp, uint64_t *now_ns) {
     hp->longest_free_start = 0;
     ph->active_count--;
     hp->state = HP_CACHED;
+    ph->idle_subrel_pages += hp->subrel_pages;
     hp_set_home(hp, NULL);
     if (!*now_ns) *now_ns = ph->os->now_ns();   /* the clock is read only when a hugepage empties */
     hp->empty_since_ns = *now_ns;
@@ -875,7 +877,7 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
             for (size_t j = 0; j < i; j++) {
                 hpm_hp_t *t = hp_at(ph, (size_t)first + j);
                 ph->active_count--;
-                t->state = HP_CACHED;
+                ph->idle_subrel_pages += t->subrel_pages;
                 _hpm_ph_push_released(ph, t);
                 ph->os->release((void *)hpm_hp_addr(ph, t), HPM_HP_BYTES);
             }

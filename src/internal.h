@@ -242,6 +242,7 @@ typedef struct hpm_pageheap_s {
     size_t hybrid_count;
     size_t active_count;
     size_t subrel_pages;
+    size_t idle_subrel_pages;       /* the part of subrel_pages in cached and released hugepages (release.c leaves it out of the active ones' free pages) */
     uint64_t released_total;
     uint64_t last_release_check_ns;
     size_t release_delay_ms, cache_keep_hp;

@@ -6,7 +6,7 @@
  * Partial hugepages are left alone unless subrelease is on (HPM_SUBRELEASE
  * or an explicit trim): then the free 4 KiB pages of the emptiest partial
  * hugepages are released first, until the free-but-backed pages are at
- * most 1/16 of the used ones (trim: all of them), so that the fullest
+ * most 1/16 of the used ones, so that the fullest
  * hugepages stay whole. A subreleased hugepage loses its huge mapping; that
  * is the price in coverage. Invariant: runs with ph->lock held. */
 #include <string.h>
@@ -31,7 +31,11 @@ static bool release_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     if (hp->next) hp->next->prev = hp->prev; else ph->cache_tail = hp->prev;
     hp->next = hp->prev = NULL;
     ph->cache_count--;
-    if (hp->subrel_pages) { ph->subrel_pages -= hp->subrel_pages; hp->subrel_pages = 0; }
+    if (hp->subrel_pages) {
+        ph->subrel_pages -= hp->subrel_pages;
+        ph->idle_subrel_pages -= hp->subrel_pages;
+        hp->subrel_pages = 0;
+    }
     memset(hp->dirty_bits, 0, sizeof hp->dirty_bits);
     memset(hp->subrel_bits, 0, sizeof hp->subrel_bits);
     _hpm_ph_push_released(ph, hp);
@@ -62,8 +66,13 @@ static size_t subrelease_hp(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     return pages;
 }
 
+/* Free pages of active hugepages that are still backed. The subreleased
+ * pages of cached hugepages are not in the active count: counted here
+ * (session 49's review) they made the result wrap to about 2^64 once a
+ * hugepage that had given pages back emptied, and every tick then gave
+ * back every free page of every partial hugepage, past the target. */
 static size_t free_backed_pages(const hpm_pageheap_t *ph) {
-    return ph->active_count * HPM_PAGES_PER_HP - ph->used_pages_total - ph->subrel_pages;
+    return ph->active_count * HPM_PAGES_PER_HP - ph->used_pages_total - (ph->subrel_pages - ph->idle_subrel_pages);
 }
 
 /* Subrelease, emptiest hugepages first, until free-backed <= target. */

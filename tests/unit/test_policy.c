@@ -611,6 +611,34 @@ static void test_subrelease_order(void) {
     CHECK(e && hp_index(ph, e) == 1 && ph->subrel_pages == 92, "subrel now %zu", ph->subrel_pages);
 }
 
+/* The subrelease target counts the free pages of active hugepages only
+ * (review, session 49): a hugepage that gave pages back and then emptied
+ * kept them counted, the free-backed count wrapped below zero, and the
+ * next tick split a hugepage 500 of 512 pages used although its 12 free
+ * pages were under the target. */
+static void test_subrelease_target_idle(void) {
+    hpm_pageheap_t *ph = new_ph();
+    ph->huge_started = true;
+    hpm_span_t *z = alloc(ph, 250, SPAN_MEDIUM), *z2 = alloc(ph, 250, SPAN_MEDIUM);   /* hp0: 500 used */
+    hpm_span_t *w = alloc(ph, 200, SPAN_MEDIUM), *w2 = alloc(ph, 200, SPAN_MEDIUM);   /* hp1: 400 used */
+    CHECK(z && z2 && w && w2 && hp_index(ph, z2) == 0 && hp_index(ph, w) == 1 && hp_index(ph, w2) == 1);
+    _hpm_ph_trim(ph, true);   /* target 900/16 = 56: hp1's 112 free pages go */
+    CHECK(ph->hps[1].subrel_pages == 112 && ph->hps[0].subrel_pages == 0, "hp1 %u, hp0 %u",
+          ph->hps[1].subrel_pages, ph->hps[0].subrel_pages);
+    _hpm_ph_free_span(ph, w);
+    _hpm_ph_free_span(ph, w2);
+    CHECK(ph->hps[1].state == HP_CACHED && ph->idle_subrel_pages == 112, "hp1 state %d, idle %zu",
+          ph->hps[1].state, ph->idle_subrel_pages);
+    ph->subrelease = true;
+    _hpm_ph_release_tick(ph, fake_now_ns + 1);   /* hp0: 12 free, under the target of 500/16 = 31 */
+    CHECK(ph->hps[0].subrel_pages == 0, "hp0 split: %u pages given back", ph->hps[0].subrel_pages);
+    char why[256] = "";
+    CHECK(_hpm_check_pageheap(ph, why), "%s", why);
+    hpm_span_t *v = alloc(ph, 300, SPAN_MEDIUM);   /* hp1 again, active: its pages count again */
+    CHECK(v && hp_index(ph, v) == 1 && ph->idle_subrel_pages == 0, "idle %zu", ph->idle_subrel_pages);
+    CHECK(_hpm_check_pageheap(ph, why), "%s", why);
+}
+
 /* Large spans take whole hugepages; the last one's tail is reused. */
 static void test_large_and_slack(void) {
     hpm_pageheap_t *ph = new_ph();
@@ -960,6 +988,7 @@ int main(void) {
     test_small_start_mixes();
     test_release_window();
     test_subrelease_order();
+    test_subrelease_target_idle();
     test_large_and_slack();
     test_large_end_run();
     test_release_for_growth();
