@@ -223,7 +223,7 @@ static inline bool block_ok(const hpm_span_t *s, void **b) {
  * free_checked looked, bad pointers. */
 static __attribute__((noinline)) void free_rare(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if (unlikely(s == NULL)) bad_pointer(fn, p);
-    if (h == &_hpm_no_heap) h = _hpm_heap_acquire();   /* may be NULL: metadata ran out */
+    if (h == &_hpm_no_heap) h = _hpm_tls_exited ? NULL : _hpm_heap_acquire();   /* NULL: metadata ran out, or after the thread's exit */
     if (s->kind != SPAN_SLAB) { free_span(h, s, p, fn); return; }
     void **b = p;
     if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);

@@ -39,6 +39,7 @@
 hpm_span_t _hpm_empty_span;
 const hpm_heap_t _hpm_no_heap = {.current = {[0 ... HPM_CLASSES - 1] = &_hpm_empty_span}};
 __thread hpm_heap_t *_hpm_tls_heap = (hpm_heap_t *)&_hpm_no_heap;
+__thread bool _hpm_tls_exited;
 
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static hpm_heap_t *heaps_all, *heaps_free;
@@ -402,6 +403,7 @@ static void hand_return(hpm_heap_t *h, unsigned cls) {
     hpm_span_t *s = h->current[cls];
     void **b = h->hand[cls];
     h->hand[cls] = NULL;
+    h->kept_blocks[cls] = 0;
     if (s == &_hpm_empty_span || s->push_to != &h->hand[cls]) return;
     uint32_t n = 0;
     void **own = NULL, **foreign = NULL;
@@ -426,6 +428,7 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     }
     hpm_remote_poll(h);
     if (h->outbox_blocks) _hpm_remote_flush(h);
+    h->kept_blocks[cls] = 0;   /* the hand ran dry: it is drawn from, and may keep again */
     slab_gate_enter(h);
     hpm_span_t *s = h->current[cls];
     if (s != &_hpm_empty_span) {
@@ -563,6 +566,7 @@ static void heap_thread_exit(void *arg) {
     }
     heap_abandon(h);
     _hpm_tls_heap = (hpm_heap_t *)&_hpm_no_heap;
+    _hpm_tls_exited = true;
     pthread_mutex_lock(&heaps_lock);
     h->next_free = heaps_free;
     heaps_free = h;
@@ -620,6 +624,7 @@ hpm_heap_t *_hpm_heap_acquire(void) {
         h->hand[c] = NULL;
         h->avail[c] = h->avail_tail[c] = h->full[c] = NULL;   /* empty[c]: NULL (heap_abandon), and the idle drain's */
         h->slabs_made[c] = 0;
+        h->kept_blocks[c] = 0;
     }
     for (unsigned c = 0; c < HPM_MEDIUM_CLASSES; c++) h->span_refills[c] = 0;
     _hpm_remote_open(h);

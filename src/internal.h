@@ -591,8 +591,15 @@ HPM_INTERNAL size_t _hpm_meta_committed_bytes(void);
 #define HPM_SLAB_BATCH 8                    /* slabs given back to the pageheap under one lock (heap.c) */
 #define HPM_STALL_SENDS 4                   /* batches in a row that found the owner's inbox not yet taken: the owner is stalled */
 #define HPM_KEEP_PROBE 1024                 /* blocks kept for a stalled owner before a batch is sent to it again */
+#define HPM_KEEP_HAND_BYTES (256u << 10)    /* a hand keeps at most this many bytes of other heaps' blocks (and HPM_KEEP_PROBE blocks) until it runs dry (remote.c) */
 #define HPM_ASLEEP_HINT_NS (20ull * 1000000)   /* stalled owners wake the background thread at most this often (remote.c) */
 #define HPM_ASLEEP_PROBES 16                /* probes (by any senders) that found the owner's inbox untaken since it last took it: it is asleep, nothing more is kept for it */
+/* Other heaps' blocks a hand may keep for class cls until it runs dry
+ * (remote.c keep_for_stalled). */
+static inline uint32_t hpm_keep_cap(unsigned cls) {
+    uint32_t cap = HPM_KEEP_HAND_BYTES / _hpm_class_block_bytes[cls];
+    return cap < HPM_KEEP_PROBE ? cap : HPM_KEEP_PROBE;
+}
 #define HPM_INBOX_CLOSED ((void *)1)       /* an exiting heap's inbox (remote.c) */
 typedef struct {
     hpm_heap_t *to;
@@ -600,7 +607,7 @@ typedef struct {
     uint32_t count;
     uint16_t waiting;                       /* sends in a row that found to's inbox not yet taken */
     bool stalled;                           /* waiting reached HPM_STALL_SENDS: keep its blocks (remote.c) */
-    uint32_t kept;                          /* blocks kept since the slot stalled */
+    uint32_t kept;                          /* blocks freed for its owner since the slot stalled, kept or sent (remote.c stalled_count) */
     void **recent[HPM_OUTBOX_AHEAD];        /* the last blocks pushed, by count (remote.c, "look-ahead") */
 } hpm_outbox_t;
 struct hpm_heap_s {
@@ -617,6 +624,7 @@ struct hpm_heap_s {
     hpm_span_t *empty[HPM_CLASSES];     /* emptied slabs kept for reuse (at most HPM_HEAP_EMPTY_SLABS in all) */
     uint32_t empty_slabs;
     uint8_t slabs_made[HPM_CLASSES];    /* slabs taken per class, saturating at 255 */
+    uint16_t kept_blocks[HPM_CLASSES];  /* other heaps' blocks kept in the hand since it last ran dry (remote.c keep_for_stalled) */
     uint64_t colour_mask;
     hpm_span_t *span_stack[HPM_SPANCACHE_SLOTS];    /* free medium spans, class cls at _hpm_medium_slot0[cls] (spancache.c) */
     uint8_t span_cache_n[HPM_MEDIUM_CLASSES];   /* at most HPM_SPANCACHE_BATCHES * 16 + 1 */
@@ -658,6 +666,12 @@ struct hpm_heap_s {
  * malloc falls to the slow path, a free to free_other's owner test); use
  * hpm_my_heap() where a NULL is wanted. */
 HPM_INTERNAL extern __thread hpm_heap_t *_hpm_tls_heap;
+/* The thread's heap was given back at its exit (heap.c). glibc frees
+ * thread buffers after the key destructors have run (the dlerror result,
+ * strerror's for an unknown code): such a free takes no new heap, which
+ * no destructor would give back (review, session 49: 11.5 KiB of
+ * metadata and one more live heap for each thread that exited so). */
+HPM_INTERNAL extern __thread bool _hpm_tls_exited;
 HPM_INTERNAL extern const hpm_heap_t _hpm_no_heap;
 HPM_INTERNAL extern hpm_span_t _hpm_empty_span;
 /* Whether memory whose home is heap home (a hugepage's, a medium span's)

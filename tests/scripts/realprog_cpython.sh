@@ -25,13 +25,12 @@ t_tmpdir
 
 # Each python3 with its test package: Debian's, and the one on PATH when
 # it is another build.
-pys=()
+pys=() reals=()
 for cand in /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do
     [[ -x $cand ]] || continue
-    real=$("$cand" -c 'import sys; print(sys.executable and __import__("os").path.realpath(sys.executable))' 2>/dev/null) || continue
-    dup=0
-    for p in "${pys[@]}"; do [[ $(readlink -f "$p") == "$real" || $p == "$cand" ]] && dup=1; done
-    [[ $dup -eq 0 ]] || continue
+    real=$("$cand" -c 'import os, sys; print(os.path.realpath(sys.executable))' 2>/dev/null) || continue
+    [[ -n $real && " ${reals[*]} " != *" $real "* ]] || continue   # the same interpreter twice (a link or a shim)
+    reals+=("$real")
     if "$cand" -c 'import test.support, test.libregrtest' 2>/dev/null; then pys+=("$cand")
     else echo "note: $cand has no test package"; fi
 done
