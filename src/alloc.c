@@ -257,11 +257,29 @@ static __attribute__((noinline, cold)) void free_guess_missed(hpm_heap_t *h, hpm
     free_mapped(h, p, fn);
 }
 
+/* Whether guessed slot s, whose owner read h before its fields were
+ * read, still does: a drain (the idle drain's kept slabs, the asleep
+ * drain) may give the slab back meanwhile and another thread format a
+ * new one in the slot, so the fields read may be half the new slab's
+ * (review, session 49: a block of another span pushed onto that slab's
+ * list). The slot's owner changes away from h before any of them
+ * (slabs_release, then slot_record_clear) and no other thread makes a
+ * slot h's again, so an owner still h, read after the fields, means they
+ * were h's slab's. The empty asm makes the owner's address wait for the
+ * last field read (dep; the block test's fields feed a branch before
+ * it), so the compiler loads it after them, and x86 keeps loads in
+ * order; unlike a fence, it makes the compiler load nothing else again
+ * (a fence cost two more instructions: the cookie secret reloaded). */
+static inline bool guess_still_mine(const hpm_span_t *s, const hpm_heap_t *h, uintptr_t dep) {
+    __asm__("" : "+r"(s) : "r"(dep));
+    return atomic_load_explicit(&s->owner, memory_order_relaxed) == h;
+}
+
 /* A free into slab s, which this thread owns: the block-start and
  * double-free checks, the push. off is p's offset in s; guessed: s is
  * free_checked's guess, which p may lie past. The owner is the only
- * writer of fresh_lim: a plain read, which the compiler folds into the
- * compare. */
+ * writer of fresh_lim while the slab is its own: a plain read, which the
+ * compiler folds into the compare (a guess is checked again after). */
 static inline __attribute__((always_inline)) void free_local(hpm_heap_t *h, hpm_span_t *s, void *p, uintptr_t off,
                                                              bool guessed, const char *fn) {
     void **b = p;
@@ -270,8 +288,12 @@ static inline __attribute__((always_inline)) void free_local(hpm_heap_t *h, hpm_
         else free_bad_block(s, p, fn);
         return;
     }
-    hpm_block_set_free(b);
     void ***to = s->push_to;   /* the slab's list, or this thread's hand when the slab is current */
+    if (guessed && unlikely(!guess_still_mine(s, h, (uintptr_t)to))) {
+        free_guess_missed(h, s, p, fn);
+        return;
+    }
+    hpm_block_set_free(b);
     b[0] = *to;
     *to = b;
     hpm_used_sub(h, s->block_bytes);
@@ -391,8 +413,10 @@ static inline size_t own_block_bytes(const void *p) {
     if (!hpm_map0_offset(p, &off)) return 0;
     hpm_span_t *s = hpm_slab_guess_in(off);
     if (atomic_load_explicit(&s->owner, memory_order_relaxed) == _hpm_tls_heap &&   /* &_hpm_no_heap owns nothing */
-        block_ok_at(s, (void **)p, (uintptr_t)p & (HPM_GRANULE_BYTES - 1), s->fresh_lim))
-        return s->block_bytes;
+        block_ok_at(s, (void **)p, (uintptr_t)p & (HPM_GRANULE_BYTES - 1), s->fresh_lim)) {
+        size_t bytes = s->block_bytes;
+        if (likely(guess_still_mine(s, _hpm_tls_heap, bytes))) return bytes;
+    }
     /* p in a slab that does not start at p's granule (a 64 KiB slab's
      * second granule, a small first slab, or one placed off a granule
      * boundary), found in the page map as free_mapped does */
