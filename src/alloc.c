@@ -28,13 +28,6 @@ static inline hpm_heap_t *heap_get(void) {
     return likely(h != NULL) ? h : _hpm_heap_acquire();
 }
 
-/* The hand's slot is read and written through a pointer held in a
- * register (the empty asm keeps the compiler from folding it back into an
- * indexed address): x86 cores forward a store to the next load of the
- * same base register and offset at no latency (memory renaming), but not
- * for an indexed address, and consecutive mallocs of a class chain
- * through that slot. Indexed, a pure malloc loop took 2.5 ns a call, 1.7
- * through the register (docs/allocator.md, "The hand's slot through a register"). */
 /* The background thread (init.c) releases what waits in the pageheap's
  * and the central caches and drains idle threads' caches; nothing else
  * reaches them once the program stops calling the allocator. It starts
@@ -81,6 +74,13 @@ static __attribute__((noinline)) void *alloc_class_slow(hpm_heap_t *h, unsigned 
     return p;
 }
 
+/* The hand's slot is read and written through a pointer held in a
+ * register (the empty asm keeps the compiler from folding it back into an
+ * indexed address): x86 cores forward a store to the next load of the
+ * same base register and offset at no latency (memory renaming), but not
+ * for an indexed address, and consecutive mallocs of a class chain
+ * through that slot. Indexed, a pure malloc loop took 2.5 ns a call, 1.7
+ * through the register (docs/allocator.md, "The hand's slot through a register"). */
 static inline void *alloc_class(hpm_heap_t *h, unsigned cls) {
     void ***slot = &h->hand[cls];
     __asm__("" : "+r"(slot));

@@ -29,8 +29,11 @@
  * abandoned list of its class (owner NULL, under abandoned_lock[class]),
  * or none while it is moved. Only the owner, or the holder of the class's
  * abandoned lock for an abandoned slab, writes s->free and s->credit (the
- * asleep drain reads the credit). A slab becomes a heap's only inside
- * that heap's slab gate. */
+ * asleep drain reads the credit), except that a drain inside the owner's
+ * closed gate (the idle drain's kept slabs, the asleep drain) moves the
+ * slabs it gives back off their lists, which writes their credit, list
+ * and push_to. A slab becomes a heap's only inside that heap's slab
+ * gate. */
 #include <errno.h>
 #include <string.h>
 #include "gate.h"

@@ -129,7 +129,8 @@ size_t _hpm_ph_trim(hpm_pageheap_t *ph, bool subrelease) {
     hpm_hp_t *hp = ph->cache_tail;
     while (hp) {
         hpm_hp_t *prev = hp->prev;
-        if (release_whole(ph, hp)) pages += HPM_PAGES_PER_HP;
+        size_t backed = HPM_PAGES_PER_HP - hp->subrel_pages;   /* pages given back before are not counted twice */
+        if (release_whole(ph, hp)) pages += backed;
         hp = prev;
     }
     if (subrelease) pages += subrelease_until(ph, ph->used_pages_total / 16);

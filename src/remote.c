@@ -5,8 +5,9 @@
  * batch for that owner (no atomic), and hands a whole batch over with one
  * CAS onto the owner's inbox when the batch is full, when its slot is needed
  * for another owner, or on the thread's slow paths and at exit. The owner
- * takes its inbox with one exchange on its slow paths and frees each block
- * locally (or forwards it, when the slab has changed hands since).
+ * takes its inbox with one exchange on its slow paths (and on its own
+ * remote frees, when it is not empty) and frees each block locally (or
+ * forwards it, when the slab has changed hands since).
  * An owner that leaves batch after batch untaken is stalled: the freeing
  * thread then keeps its blocks in its own hand and reuses them
  * (keep_for_stalled; docs/allocator.md, "Reuse of a stalled owner's

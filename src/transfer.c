@@ -98,7 +98,8 @@ unsigned _hpm_transfer_get(hpm_heap_t *h, unsigned cls, unsigned want, hpm_span_
     if (peek_n(c)) {
         central_lock(c);
         n = take_for(c, hpm_homes_on(&_hpm_ph) ? h : NULL, want, out);   /* a small heap: any */
-        if (n) c->taken = true;   /* spans that wait for a thread that never asks are released by the tick */
+        if (n) c->taken = true;   /* a class nobody took from for a tick is released by it; while one thread takes,
+                                   * another live thread's spans that wait here for it stay (a known gap, docs) */
         central_unlock(c);
         __atomic_sub_fetch(&central_bytes, n * hpm_medium_bytes(cls), __ATOMIC_RELAXED);
     }
