@@ -5,7 +5,8 @@
  * The input is a program over a table of 64 slots. Each operation takes 4
  * bytes: the operation, a slot, and a 16-bit size code (mostly small, up to
  * a few MiB). Operations: malloc, calloc, free, free_sized, realloc,
- * memalign, posix_memalign, aligned_alloc (alignments 8 B to 4 MiB),
+ * memalign, posix_memalign, aligned_alloc (alignments 8 B to 4 MiB,
+ * size 0 among the sizes),
  * usable-size and hpm_range queries on an interior address, and trim.
  * Blocks are freed with free, or with free_sized / free_aligned_sized and
  * the size (and alignment) they were allocated with, as C23 requires.
@@ -132,6 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         unsigned code = (unsigned)data[i + 2] << 8 | data[i + 3];
         size_t n = decode_size(code);
         size_t align = (size_t)8 << (data[i + 3] % 20); /* 8 B .. 4 MiB */
+        size_t an = (code & 0x3f0) == 0x3f0 ? 0 : n;    /* aligned requests: size 0 one time in 64 (session 49) */
         void *p = NULL;
         switch (op) {
         case 0: case 1: release(s, 0); install(s, hpm_malloc(n), n, 0, 0); break;
@@ -139,13 +141,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         case 3: release(s, 0); break;
         case 4: release(s, 1); break;
         case 5: case 6: do_realloc(s, n); break;
-        case 7: release(s, 0); install(s, hpm_memalign(align, n), n, align, 0); break;
+        case 7: release(s, 0); install(s, hpm_memalign(align, an), an, align, 0); break;
         case 8:
             release(s, 0);
-            if (hpm_posix_memalign(&p, align, n) != 0) p = NULL;
-            install(s, p, n, align, 0);
+            if (hpm_posix_memalign(&p, align, an) != 0) p = NULL;
+            install(s, p, an, align, 0);
             break;
-        case 9: release(s, 0); install(s, hpm_aligned_alloc(align, n), n, align, 0); break;
+        case 9: release(s, 0); install(s, hpm_aligned_alloc(align, an), an, align, 0); break;
         case 10: if (s->p) check_range(s->p, s->size_bytes, code); break;
         case 11: if (code % 64 == 0) hpm_trim(); break;
         }
