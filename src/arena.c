@@ -77,8 +77,8 @@ int _hpm_arena_add(hpm_pageheap_t *ph, size_t need_hp, size_t align_hp) {
             want_hp = (want_hp + gib_hp - 1) & ~(gib_hp - 1);
             if (want_hp > left_hp) want_hp = left_hp & ~(gib_hp - 1);
             want_bytes = want_hp << HPM_HP_SHIFT;
-        } else if (ph->page_mode != PAGES_1G) {
-            whole_gib = false;   /* near the cap on indices: 2 MiB granularity rather than no arena */
+        } else {
+            whole_gib = false;   /* near the cap on indices (never in 1g mode, whose need is whole GiBs): 2 MiB granularity rather than no arena */
         }
     }
     size_t align = align_hp << HPM_HP_SHIFT;

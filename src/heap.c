@@ -406,7 +406,7 @@ static void hand_return(hpm_heap_t *h, unsigned cls) {
     hpm_span_t *s = h->current[cls];
     void **b = h->hand[cls];
     h->hand[cls] = NULL;
-    h->kept_blocks[cls] = 0;
+    h->kept_blocks[cls] = 0;   /* the kept blocks go back below; on the slow path the hand ran dry, so it is drawn from */
     if (s == &_hpm_empty_span || s->push_to != &h->hand[cls]) return;
     uint32_t n = 0;
     void **own = NULL, **foreign = NULL;
@@ -431,7 +431,6 @@ void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls) {
     }
     hpm_remote_poll(h);
     if (h->outbox_blocks) _hpm_remote_flush(h);
-    h->kept_blocks[cls] = 0;   /* the hand ran dry: it is drawn from, and may keep again */
     slab_gate_enter(h);
     hpm_span_t *s = h->current[cls];
     if (s != &_hpm_empty_span) {
