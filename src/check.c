@@ -171,6 +171,7 @@ static bool check_home_links(const hpm_hp_t *hp, char *why) {
 bool _hpm_check_pageheap(const hpm_pageheap_t *ph, char *why) {
     if (ph->top_hp > ph->reserved_hp) return bad(why, "top %zu beyond the %zu reserved hugepages", ph->top_hp, ph->reserved_hp);
     size_t active = 0, cached = 0, released = 0, used = 0, subrel = 0, idle_subrel = 0, hybrid = 0, binned = 0;
+    size_t hugetlb = 0;
     size_t in_set[SET_COUNT] = {0};
     for (size_t i = 0; i < ph->top_hp; i++) {
         const hpm_hp_t *hp = &ph->hps[i];
@@ -182,6 +183,7 @@ bool _hpm_check_pageheap(const hpm_pageheap_t *ph, char *why) {
         subrel += hp->subrel_pages;
         if (hp->state == HP_CACHED || hp->state == HP_RELEASED) idle_subrel += hp->subrel_pages;
         binned += hp->bin_linked;
+        hugetlb += hp->backing == BACK_HUGETLB;
         if (hp->state == HP_ACTIVE) in_set[hp->set]++;
         if (!check_home_links(hp, why)) return false;
     }
@@ -191,6 +193,8 @@ bool _hpm_check_pageheap(const hpm_pageheap_t *ph, char *why) {
     if (subrel != ph->subrel_pages) return bad(why, "%zu subreleased pages, total %zu", subrel, ph->subrel_pages);
     if (idle_subrel != ph->idle_subrel_pages)
         return bad(why, "%zu subreleased pages in empty hugepages, count %zu", idle_subrel, ph->idle_subrel_pages);
+    if (ph->page_mode != PAGES_1G && hugetlb != ph->hugetlb_hp)   /* 1 GiB chunks are counted past the top too */
+        return bad(why, "%zu hugepages backed by hugetlb pages, count %zu", hugetlb, ph->hugetlb_hp);
     if (hybrid != ph->hybrid_count) return bad(why, "%zu hybrid hugepages, count %zu", hybrid, ph->hybrid_count);
     for (int set = 0; set < SET_COUNT; set++)
         if (in_set[set] != ph->sets[set].count) return bad(why, "set %d holds %zu, count %zu", set, in_set[set], ph->sets[set].count);

@@ -873,13 +873,12 @@ hpm_span_t *_hpm_ph_alloc_large_zero(hpm_pageheap_t *ph, size_t n_pages, size_t 
     for (size_t i = 0; !single && i < n_hp; i++) {
         hpm_hp_t *hp = hp_at(ph, (size_t)first + i);
         newly_backed += hp->state == HP_RELEASED;
-        if (hp_back(ph, hp)) {   /* out of memory: put back what we took */
+        if (hp_back(ph, hp)) {   /* out of memory: put back what we took, released as release.c would */
             for (size_t j = 0; j < i; j++) {
                 hpm_hp_t *t = hp_at(ph, (size_t)first + j);
                 ph->active_count--;
-                ph->idle_subrel_pages += t->subrel_pages;
+                if (!_hpm_ph_give_back_whole(ph, t)) ph->idle_subrel_pages += t->subrel_pages;
                 _hpm_ph_push_released(ph, t);
-                ph->os->release((void *)hpm_hp_addr(ph, t), HPM_HP_BYTES);
             }
             span_delete(ph, s);
             return NULL;

@@ -389,6 +389,8 @@ HPM_INTERNAL void _hpm_ph_shrink_span(hpm_pageheap_t *ph, hpm_span_t *s, size_t 
 HPM_INTERNAL void _hpm_ph_lock_init(hpm_pageheap_t *ph);
 /* Put an empty, unbacked hugepage on the released list. */
 HPM_INTERNAL void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp);
+/* An empty hugepage's memory back to the OS whole (release.c); false when it stays backed. */
+HPM_INTERNAL bool _hpm_ph_give_back_whole(hpm_pageheap_t *ph, hpm_hp_t *hp);
 /* Release timing: called with the lock held; releases cached hugepages
  * that have been empty longer than the window (beyond the kept cache) and,
  * with subrelease on, free pages of sparse hugepages. */

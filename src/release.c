@@ -12,9 +12,13 @@
 #include <string.h>
 #include "internal.h"
 
-/* Release one cached (empty) hugepage whole. Returns false if it cannot be
- * released (1 GiB pages stay). */
-static bool release_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
+/* Give an empty hugepage's memory back to the OS whole, and forget what
+ * its pages held: hugetlb pages go back to the pool (the hugepage becomes
+ * unbacked), the others are dropped and stay mapped. The caller moves it
+ * to the released list. Returns false, changing nothing, when the OS
+ * refused (the hugepage stays backed and counted so) or for 1 GiB pages,
+ * which stay. */
+bool _hpm_ph_give_back_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     if (hp->backing == BACK_1G) return false;
     void *addr = (void *)hpm_hp_addr(ph, hp);
     int e = hp->backing == BACK_HUGETLB ? ph->os->unreserve_to_reserved(addr, HPM_HP_BYTES)
@@ -26,18 +30,25 @@ static bool release_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
         hp->backing = BACK_NONE;
         ph->hugetlb_hp--;
     }
+    if (hp->subrel_pages) {
+        ph->subrel_pages -= hp->subrel_pages;
+        if (hp->state == HP_CACHED || hp->state == HP_RELEASED) ph->idle_subrel_pages -= hp->subrel_pages;
+        hp->subrel_pages = 0;
+    }
+    memset(hp->dirty_bits, 0, sizeof hp->dirty_bits);
+    memset(hp->subrel_bits, 0, sizeof hp->subrel_bits);
+    return true;
+}
+
+/* Release one cached (empty) hugepage whole. Returns false if it cannot be
+ * released (1 GiB pages stay). */
+static bool release_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
+    if (!_hpm_ph_give_back_whole(ph, hp)) return false;
     /* unlink from the cache */
     if (hp->prev) hp->prev->next = hp->next; else ph->cache_head = hp->next;
     if (hp->next) hp->next->prev = hp->prev; else ph->cache_tail = hp->prev;
     hp->next = hp->prev = NULL;
     ph->cache_count--;
-    if (hp->subrel_pages) {
-        ph->subrel_pages -= hp->subrel_pages;
-        ph->idle_subrel_pages -= hp->subrel_pages;
-        hp->subrel_pages = 0;
-    }
-    memset(hp->dirty_bits, 0, sizeof hp->dirty_bits);
-    memset(hp->subrel_bits, 0, sizeof hp->subrel_bits);
     _hpm_ph_push_released(ph, hp);
     ph->released_total++;
     return true;

@@ -19,7 +19,13 @@ static int advises_off;   /* MADV_NOHUGEPAGE, counted apart */
 static int fake_advise(void *a, size_t n, bool on) { (void)a; (void)n; if (on) advises++; else advises_off++; return 0; }
 static hpm_thp_mode_t fake_mode = HPM_THP_MADVISE;   /* the system's THP mode, as the pageheap reads it at init */
 static hpm_thp_mode_t fake_thp_mode(void) { return fake_mode; }
-static int fake_hugetlb(void *a, size_t n, size_t pg) { (void)a; (void)n; (void)pg; return 12; }
+static int hugetlb_left;   /* hugetlb pages the fake pool still has */
+static int fake_hugetlb(void *a, size_t n, size_t pg) {
+    (void)a; (void)pg;
+    if (hugetlb_left <= 0 || n != HPM_HP_BYTES) return 12;
+    hugetlb_left--;
+    return 0;
+}
 static hpm_pageheap_t *cur_ph;
 static int slot_releases;   /* releases of a hugepage's record slots (metadata, not heap) */
 static int fake_release(void *a, size_t n) {
@@ -33,7 +39,8 @@ static int fake_release(void *a, size_t n) {
     if (n == HPM_HP_BYTES && ((uintptr_t)a & (HPM_HP_BYTES - 1)) == 0) release_whole_hp++;
     return 0;
 }
-static int fake_unreserve(void *a, size_t n) { (void)a; (void)n; return 0; }
+static int unreserves;   /* hugetlb pages given back to the pool */
+static int fake_unreserve(void *a, size_t n) { (void)a; (void)n; unreserves++; return 0; }
 static int eagain_left, thread_starts, fail_thread_start, sleeps;
 static uint64_t slept_ns;
 static int fake_collapse(void *a, size_t n) {
@@ -71,10 +78,11 @@ static void reset_log(void) {
     commits = advises = advises_off = releases = release_whole_hp = collapses = slot_releases = 0;
     eagain_left = thread_starts = fail_thread_start = sleeps = 0;
     released_bytes = resident_now = resident_seq_n = resident_looks = 0;
+    unreserves = hugetlb_left = 0;
     slept_ns = 0;
 }
 
-static hpm_pageheap_t *new_ph(void) {
+static hpm_pageheap_t *new_ph_mode(int page_mode) {
     static hpm_pageheap_t ph;
     fake_os = _hpm_os_linux;   /* meta and reserve are real; everything else fake */
     fake_os.reserve = fake_reserve;
@@ -89,7 +97,7 @@ static hpm_pageheap_t *new_ph(void) {
     fake_os.sleep_ns = fake_sleep;
     fake_os.resident_pages = fake_resident;
     fake_os.now_ns = fake_now;
-    CHECK(_hpm_ph_init(&ph, &fake_os, (size_t)4 << 30, PAGES_THP) == 0);
+    CHECK(_hpm_ph_init(&ph, &fake_os, (size_t)4 << 30, page_mode) == 0);
     cur_ph = &ph;
     ph.release_delay_ms = 1000;
     ph.cache_keep_hp = 1;
@@ -97,6 +105,8 @@ static hpm_pageheap_t *new_ph(void) {
     reset_log();
     return &ph;
 }
+
+static hpm_pageheap_t *new_ph(void) { return new_ph_mode(PAGES_THP); }
 
 static size_t hp_index(hpm_pageheap_t *ph, hpm_span_t *s) { return (s->start - ph->base) >> HPM_HP_SHIFT; }
 
@@ -720,6 +730,40 @@ static void test_out_of_memory(void) {
     CHECK(alloc(ph, 10, SPAN_SLAB) != NULL);
 }
 
+/* A large request that runs out of memory halfway, in hugetlb mode: the
+ * hugetlb pages it had mapped go back to the pool, unbacked and no longer
+ * counted, as release.c gives back a cached one. Before (session 49's
+ * review), they were only dropped with MADV_DONTNEED: still mapped from
+ * the pool and counted as hugetlb until reused. */
+static size_t count_backing(const hpm_pageheap_t *ph, int backing) {
+    size_t n = 0;
+    for (size_t i = 0; i < ph->top_hp; i++) n += ph->hps[i].backing == backing;
+    return n;
+}
+
+static void test_hugetlb_rollback(void) {
+    hpm_pageheap_t *ph = new_ph_mode(PAGES_HUGETLB);
+    hugetlb_left = 2;   /* the pool has 2 pages; the fallback to THP fails too */
+    fail_commit = 1;
+    CHECK(_hpm_ph_alloc_large(ph, 4 * HPM_PAGES_PER_HP, HPM_HP_BYTES) == NULL, "4 hugepages with 2 to be had");
+    fail_commit = 0;
+    CHECK(ph->hugetlb_hp == 0 && count_backing(ph, BACK_HUGETLB) == 0,
+          "after the failed request: %zu hugepages counted hugetlb, %zu so backed", ph->hugetlb_hp,
+          count_backing(ph, BACK_HUGETLB));
+    CHECK(unreserves == 2, "%d hugetlb pages went back to the pool, want 2", unreserves);
+    CHECK(ph->active_count == 0 && ph->used_pages_total == 0 && ph->released_count == ph->top_hp,
+          "active %zu, used pages %zu, released %zu of %zu", ph->active_count, ph->used_pages_total,
+          ph->released_count, ph->top_hp);
+    char why[256];
+    CHECK(_hpm_check_pageheap(ph, why), "pageheap after the rollback: %s", why);
+    hugetlb_left = 4;   /* the pool refilled: the next request maps all four from it */
+    hpm_span_t *s = _hpm_ph_alloc_large(ph, 4 * HPM_PAGES_PER_HP, HPM_HP_BYTES);
+    CHECK(s && ph->hugetlb_hp == 4 && hugetlb_left == 0, "the retry: span %p, %zu hugetlb, %d left in the pool",
+          (void *)s, ph->hugetlb_hp, hugetlb_left);
+    CHECK(_hpm_check_pageheap(ph, why), "pageheap after the retry: %s", why);
+    if (s) _hpm_ph_free_span(ph, s);
+}
+
 /* The 512-bit run helpers against a simple reference. */
 static void test_bits(void) {
     uint64_t bits[8];
@@ -994,6 +1038,7 @@ int main(void) {
     test_release_for_growth();
     test_grow_medium();
     test_out_of_memory();
+    test_hugetlb_rollback();
     test_arena_not_cut();
     test_random_invariants();
     test_checker_finds_damage();
