@@ -46,6 +46,15 @@ __thread bool _hpm_tls_exited;
 
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static hpm_heap_t *heaps_all, *heaps_free;
+/* Held shared by a thread from the start of its exit (heap_thread_exit)
+ * until its heap is on heaps_free, and exclusive by fork's prepare handler
+ * before any other lock: so no fork finds a heap half abandoned, whose
+ * slabs of the class being abandoned (and the batch of its emptied ones)
+ * lie only on the vanished thread's stack (session 49's review: a leak in
+ * the child). Writers first, so that a stream of exiting threads cannot
+ * hold a fork back. Taken before every other lock; not a ranked mutex. */
+static pthread_rwlock_t exit_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+void (*_hpm_abandon_test_hook)(unsigned cls);
 static bool heap_given;   /* a heap was ever handed to a thread (heaps_lock) */
 /* Heaps in use by threads (heaps_lock), and whether they are many: more
  * than many_heaps_over, HPM_MANY_HEAPS_PER_CPU per CPU the process may
@@ -540,6 +549,7 @@ static void heap_abandon(hpm_heap_t *h) {
             }
         }
         if (!keep[0] && !keep[1]) continue;
+        if (unlikely(_hpm_abandon_test_hook != NULL)) _hpm_abandon_test_hook(c);
         pthread_mutex_lock(&abandoned_lock[c]);
         for (int full = 0; full < 2; full++) {
             for (hpm_span_t *s = keep[full], *next; s; s = next) {
@@ -559,6 +569,7 @@ static void heap_abandon(hpm_heap_t *h) {
 static void heap_thread_exit(void *arg) {
     hpm_heap_t *h = arg;
     if (!h) return;
+    bool exit_locked = pthread_rwlock_rdlock(&exit_lock) == 0;
     if (HPM_DEBUG >= 3) {   /* the span cache and slab lists are the drains' too: checked inside the gates (another thread's out-of-memory retry drains busy heaps) */
         slab_gate_enter(h);
         uint32_t in = _hpm_heap_gate_enter(h);
@@ -575,6 +586,7 @@ static void heap_thread_exit(void *arg) {
     heaps_in_use_set(heaps_in_use - 1);
     bool last = heaps_in_use == 0;
     pthread_mutex_unlock(&heaps_lock);
+    if (exit_locked) pthread_rwlock_unlock(&exit_lock);
     if (last) {   /* the program's last thread may be ending: the process must exit once it has (init.c, background_sleep) */
         __atomic_add_fetch(&_hpm_gone_hint, 1, __ATOMIC_RELAXED);
         _hpm_background_wake();
@@ -807,6 +819,7 @@ HPM_API int hpm_thread_colors(uint64_t mask) {
 /* ---- fork ---- */
 
 void _hpm_heap_fork_prepare(void) {
+    pthread_rwlock_wrlock(&exit_lock);   /* threads inside their exit finish it first */
     pthread_mutex_lock(&heaps_lock);
     for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_lock(&abandoned_lock[c]);
     _hpm_transfer_fork_prepare();
@@ -816,6 +829,7 @@ void _hpm_heap_fork_parent(void) {
     _hpm_transfer_fork_parent();
     for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_unlock(&abandoned_lock[c]);
     pthread_mutex_unlock(&heaps_lock);
+    pthread_rwlock_unlock(&exit_lock);
 }
 
 /* A heap whose thread vanished at fork, maybe in the middle of a fast
@@ -857,19 +871,28 @@ static void heap_repair(hpm_heap_t *h) {
 }
 
 /* In the child only this thread survives: abandon every other thread's
- * heap so its slabs can be adopted, and retire those heaps. */
+ * heap so its slabs can be adopted, and retire those heaps. Every heap
+ * but this thread's is then free, so the free list is made anew from all
+ * of them: one that a thread had taken off the list and not yet set up
+ * (heap_acquire) holds nothing, and would otherwise be lost to the child.
+ * No heap is half abandoned (exit_lock). */
 void _hpm_heap_fork_child(void) {
     _hpm_transfer_fork_child();
     /* let go first, then make anew: see init.c fork_child */
     for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_unlock(&abandoned_lock[c]);
     pthread_mutex_unlock(&heaps_lock);
+    pthread_rwlock_unlock(&exit_lock);
     for (unsigned c = 0; c < HPM_CLASSES; c++) pthread_mutex_init(&abandoned_lock[c], NULL);
     pthread_mutex_init(&heaps_lock, NULL);
+    exit_lock = (pthread_rwlock_t)PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
     heaps_in_use_set(hpm_my_heap() ? 1 : 0);
+    heaps_free = NULL;
     for (hpm_heap_t *h = heaps_all; h; h = h->next_all) {
-        if (h == _hpm_tls_heap || !h->active) continue;
-        heap_repair(h);
-        heap_abandon(h);
+        if (h == _hpm_tls_heap) continue;
+        if (h->active) {
+            heap_repair(h);
+            heap_abandon(h);
+        }
         h->next_free = heaps_free;
         heaps_free = h;
     }

@@ -853,6 +853,8 @@ HPM_INTERNAL bool _hpm_remote_asleep(const hpm_heap_t *to);
 HPM_INTERNAL unsigned _hpm_remote_drain_asleep(hpm_heap_t *h);
 /* Tests only (test_asleep): called by the asleep drain between its count and its verdicts. */
 HPM_INTERNAL extern void (*_hpm_asleep_test_hook)(hpm_heap_t *h);
+/* Tests only (test_forkexit): called by a thread's exit (heap.c, heap_abandon) before it abandons class cls's slabs. */
+HPM_INTERNAL extern void (*_hpm_abandon_test_hook)(unsigned cls);
 /* heap.c, for it: the slabs of h on the list through drain_next (each on h's avail or full list), unlinked and given back to the pageheap. */
 HPM_INTERNAL void _hpm_heap_release_drained(hpm_heap_t *h, hpm_span_t *list);
 static inline void hpm_remote_poll(hpm_heap_t *h) {
