@@ -31,7 +31,11 @@
  * few pointers), so it is a spinlock that yields: fork's prepare handler
  * takes all 26 without adding to the mutexes it holds (TSan's deadlock
  * detector follows at most 64). Release ticks give back classes nobody
- * took from since the tick before; trim gives back everything, so whole
+ * took from since the tick before, and of the others the spans that were
+ * there at the tick before and nobody took since: the oldest, as taking
+ * keeps the order. So a live thread's spans that wait for it go back once
+ * it has not taken any for a tick, while another thread takes its own of
+ * the class (session 49's review). Trim gives back everything, so whole
  * hugepages can still be released. */
 #include <sched.h>
 #include <string.h>
@@ -43,6 +47,7 @@ typedef struct {
     atomic_int lock;            /* 1: held */
     unsigned n;                 /* written under the lock; peeked at without it */
     bool taken;                 /* a thread took from it since the last tick */
+    unsigned old_n;             /* spans [0, old_n) were here at the last tick and nobody took them since */
     hpm_span_t *spans[CENTRAL_SLOTS];
     const hpm_heap_t *home[CENTRAL_SLOTS];  /* each span's home heap (its record's), read when it was put here */
 } __attribute__((aligned(128))) central_t;   /* a line pair each: the spatial prefetcher fetches lines in 128-byte pairs */
@@ -75,13 +80,15 @@ static void spans_free(hpm_span_t *const *spans, unsigned n) {
  * under c's lock: those open to h (hpm_home_open_to), or any when h is
  * NULL. */
 static unsigned take_for(central_t *c, const hpm_heap_t *h, unsigned want, hpm_span_t **out) {
-    unsigned n = 0, lowest = c->n;
+    unsigned n = 0, lowest = c->n, old_taken = 0;
     for (unsigned i = c->n; i-- > 0 && n < want;) {
         if (h && !hpm_home_open_to(c->home[i], h)) continue;
         out[n++] = c->spans[i];
         c->spans[i] = NULL;   /* taken: closed up below */
         lowest = i;
+        old_taken += i < c->old_n;
     }
+    c->old_n -= old_taken;   /* the untaken old ones close up in order: still the first old_n */
     unsigned w = lowest;
     for (unsigned r = lowest; r < c->n; r++) {
         if (!c->spans[r]) continue;
@@ -98,8 +105,7 @@ unsigned _hpm_transfer_get(hpm_heap_t *h, unsigned cls, unsigned want, hpm_span_
     if (peek_n(c)) {
         central_lock(c);
         n = take_for(c, hpm_homes_on(&_hpm_ph) ? h : NULL, want, out);   /* a small heap: any */
-        if (n) c->taken = true;   /* a class nobody took from for a tick is released by it; while one thread takes,
-                                   * another live thread's spans that wait here for it stay (a known gap, docs) */
+        if (n) c->taken = true;   /* a class nobody took from for a tick is released by it */
         central_unlock(c);
         __atomic_sub_fetch(&central_bytes, n * hpm_medium_bytes(cls), __ATOMIC_RELAXED);
     }
@@ -170,11 +176,12 @@ void _hpm_transfer_release(bool idle_only) {
         hpm_span_t *spans[CENTRAL_SLOTS];
         unsigned n = 0;
         central_lock(c);
-        if (!idle_only || !c->taken) {
-            n = c->n;
-            memcpy(spans, c->spans, n * sizeof *spans);
-            set_n(c, 0);
-        }
+        n = !idle_only || !c->taken ? c->n : c->old_n;
+        memcpy(spans, c->spans, n * sizeof *spans);
+        memmove(c->spans, c->spans + n, (c->n - n) * sizeof *spans);
+        memmove(c->home, c->home + n, (c->n - n) * sizeof *c->home);
+        set_n(c, c->n - n);
+        c->old_n = c->n;
         c->taken = false;
         central_unlock(c);
         __atomic_sub_fetch(&central_bytes, n * hpm_medium_bytes(cls), __ATOMIC_RELAXED);
