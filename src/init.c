@@ -17,7 +17,7 @@
 atomic_int _hpm_ready;
 atomic_int _hpm_background_started;   /* alloc.c tests it before calling _hpm_background_kick */
 
-/* Lock order: heaps, abandoned lists, pageheap, metadata. */
+/* Lock order: exits in progress (heap.c exit_lock), heaps, abandoned lists, pageheap, metadata. */
 static void fork_prepare(void) {
     _hpm_heap_fork_prepare();
     pthread_mutex_lock(&_hpm_ph.lock);

@@ -12,7 +12,9 @@
  * (so fork's prepare handler takes 1, 2, 3 in that order, and a span
  * allocation under the pageheap lock may allocate metadata). A trylock
  * never waits, so it may break the order; it is recorded, not checked.
- * Other mutexes (CCoW, colours) are unranked and not checked.
+ * Other mutexes (CCoW, colours) are unranked and not checked, as is
+ * heap.c's exit_lock (a rwlock), which comes before rank 1: an exiting
+ * thread holds it shared, fork's prepare handler exclusive, first.
  *
  * At HPM_DEBUG >= 2 this header replaces pthread_mutex_lock, _trylock,
  * _unlock and _init by checking versions (lockorder.c), so every call site
