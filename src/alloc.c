@@ -218,6 +218,23 @@ static inline bool block_ok(const hpm_span_t *s, void **b) {
     return block_ok_at(s, b, (uintptr_t)b - s->start, __atomic_load_n(&s->fresh_lim, __ATOMIC_RELAXED));
 }
 
+/* The block test spelled out, for a block that failed the fast one: a
+ * block start, formatted, not on a page the slab gave back, not marked
+ * free. A slab with pages given back (slab.c, _hpm_slab_shed) fails the
+ * fast test for every block: its fresh_lim is 0 while it has any, since
+ * a held block's page reads as zero, free mark included, and the fast
+ * test took a second free of it for a live block (session 50's review:
+ * the block was then handed out twice). A block's mark lies on its first
+ * page, so that page alone decides. */
+static __attribute__((noinline)) bool block_live_exact(const hpm_span_t *s, void **b) {
+    uintptr_t off = (uintptr_t)b - s->start;
+    uint32_t idx = (uint32_t)((off * s->recip) >> 32);
+    if ((uintptr_t)idx * s->block_bytes > off) idx--;
+    if ((uintptr_t)idx * s->block_bytes != off || idx >= hpm_slab_fresh(s)) return false;
+    if ((__atomic_load_n(&s->held_pages_mask, __ATOMIC_RELAXED) >> (off >> HPM_PAGE_SHIFT)) & 1) return false;
+    return hpm_block_mark(b) != hpm_cookie(b);
+}
+
 /* The rare frees that are not a local free into a slab: spans, a thread
  * without a heap, abandoned slabs, a slab that came to this thread since
  * free_checked looked, bad pointers. */
@@ -226,7 +243,7 @@ static __attribute__((noinline)) void free_rare(hpm_heap_t *h, hpm_span_t *s, vo
     if (h == &_hpm_no_heap) h = _hpm_tls_exited ? NULL : _hpm_heap_acquire();   /* NULL: metadata ran out, or after the thread's exit */
     if (s->kind != SPAN_SLAB) { free_span(h, s, p, fn); return; }
     void **b = p;
-    if (unlikely(!block_ok(s, b))) free_bad_block(s, p, fn);
+    if (unlikely(!block_ok(s, b)) && !block_live_exact(s, b)) free_bad_block(s, p, fn);
     hpm_block_set_free(b);
     if (h) {
         hpm_used_sub(h, s->block_bytes);
@@ -253,8 +270,8 @@ static __attribute__((noinline)) void free_mapped(hpm_heap_t *h, void *p, const 
  * trim's idle drain in test_rangerace). */
 static __attribute__((noinline, cold)) void free_guess_missed(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     hpm_heap_t *owner;
-    if (hpm_slot_holds(s, p, &owner) && owner == h) free_bad_block(s, p, fn);
-    free_mapped(h, p, fn);
+    if (hpm_slot_holds(s, p, &owner) && owner == h) free_rare(h, s, p, fn);   /* a bad pointer, or a slab with pages given back */
+    else free_mapped(h, p, fn);
 }
 
 /* Whether guessed slot s, whose owner read h before its fields were
@@ -285,7 +302,7 @@ static inline __attribute__((always_inline)) void free_local(hpm_heap_t *h, hpm_
     void **b = p;
     if (unlikely(!block_ok_at(s, b, off, s->fresh_lim))) {
         if (guessed) free_guess_missed(h, s, p, fn);
-        else free_bad_block(s, p, fn);
+        else free_rare(h, s, p, fn);   /* a bad pointer, or a slab with pages given back */
         return;
     }
     void ***to = s->push_to;   /* the slab's list, or this thread's hand when the slab is current */

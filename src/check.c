@@ -261,9 +261,10 @@ bool _hpm_check_span(const hpm_span_t *s, char *why) {
     if (s->div_magic != k->div_magic)
         return bad(why, "slab %p: block-start constant does not match class %u", (void *)s->start, s->class_idx);
     uint32_t fresh = hpm_slab_fresh(s);
-    if (s->fresh_lim != (uint64_t)fresh * k->div_step)
-        return bad(why, "slab %p: free's limit %llu is not %u formatted blocks' (step %llu)", (void *)s->start,
-                   (unsigned long long)s->fresh_lim, fresh, (unsigned long long)k->div_step);
+    if (s->fresh_lim != (s->held_pages_mask ? 0 : (uint64_t)fresh * k->div_step))   /* 0 while pages are held */
+        return bad(why, "slab %p: free's limit %llu is not %u formatted blocks' (step %llu, held pages %#x)",
+                   (void *)s->start, (unsigned long long)s->fresh_lim, fresh, (unsigned long long)k->div_step,
+                   s->held_pages_mask);
     if (s->capacity != ((size_t)s->n_pages << HPM_PAGE_SHIFT) / s->block_bytes)
         return bad(why, "slab %p: capacity %u for %u pages of %u bytes", (void *)s->start, s->capacity, s->n_pages, s->block_bytes);
     uint32_t n_free = 0;

@@ -9,6 +9,9 @@
  * Under subrelease, pages that hold only free blocks may be given back
  * while the slab lives (_hpm_slab_shed); their blocks leave the free list
  * ("held") until the free list runs dry and _hpm_slab_refill re-links them.
+ * A held block's page reads as zero, cookie included, so meanwhile the
+ * slab's fresh_lim is 0 and every free into it takes the exact test
+ * (alloc.c, block_live_exact), which knows the held pages.
  * Blocks are formatted lazily, a page's worth at a time (_hpm_slab_extend):
  * blocks at or after `fresh` were never handed out and hold nothing.
  * Invariant: used = fresh - (blocks on free) - held_blocks, where blocks on
@@ -19,10 +22,13 @@
 
 uint64_t _hpm_cookie_secret = 0x9e3779b97f4a7c15ull;
 
-/* n blocks are formatted: the count, and free's limit with it (block_ok). */
+/* n blocks are formatted: the count, and free's limit with it (block_ok):
+ * 0 while pages are held, so that every free into the slab takes the
+ * exact test (alloc.c, block_live_exact). */
 static void set_fresh(hpm_span_t *s, uint32_t n) {
     __atomic_store_n(&s->fresh_blocks, n, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fresh_lim, (uint64_t)n * _hpm_classes[s->class_idx].div_step, __ATOMIC_RELAXED);
+    uint64_t lim = s->held_pages_mask ? 0 : (uint64_t)n * _hpm_classes[s->class_idx].div_step;
+    __atomic_store_n(&s->fresh_lim, lim, __ATOMIC_RELAXED);
 }
 
 void _hpm_slab_format(hpm_span_t *s, unsigned cls) {
@@ -140,6 +146,7 @@ size_t _hpm_slab_shed(hpm_span_t *s) {
     if (!shed) return 0;
     s->held_blocks += held;
     hpm_slab_set_held_mask(s, s->held_pages_mask | shed);
+    set_fresh(s, fresh);   /* frees take the exact test now */
     __atomic_add_fetch(&_hpm_slab_held_pages, pages, __ATOMIC_RELAXED);
     return pages;
 }
@@ -158,4 +165,5 @@ void _hpm_slab_refill(hpm_span_t *s) {
     s->held_blocks = 0;
     __atomic_sub_fetch(&_hpm_slab_held_pages, (size_t)__builtin_popcount(s->held_pages_mask), __ATOMIC_RELAXED);
     hpm_slab_set_held_mask(s, 0);
+    set_fresh(s, hpm_slab_fresh(s));   /* the fast test again */
 }
