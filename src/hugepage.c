@@ -508,9 +508,7 @@ static int colour_page(const hpm_hp_t *hp, uint64_t mask, unsigned count) {
     return -1;
 }
 
-static hpm_span_t *span_alloc_coloured(hpm_pageheap_t *ph, uint64_t mask) {
-    unsigned count = (unsigned)_hpm_option(HPM_OPT_COLOR_COUNT);
-    if (count == 0 || count > 64) count = 16;
+static hpm_span_t *span_alloc_coloured(hpm_pageheap_t *ph, uint64_t mask, unsigned count) {
     const int order[3] = {SET_SLAB, SET_HYBRID, SET_OTHER};
     for (int k = 0; k < 3; k++) {
         hpm_filler_set_t *set = &ph->sets[order[k]];
@@ -696,7 +694,15 @@ hpm_span_t *_hpm_ph_alloc_span(hpm_pageheap_t *ph, size_t n_pages, int kind, uin
 hpm_span_t *_hpm_ph_alloc_span_for(hpm_pageheap_t *ph, size_t n_pages, int kind, uint64_t colour_mask, hpm_heap_t *home) {
     hpm_assert_internal(ph != &_hpm_ph || _hpm_lock_held(HPM_LOCK_PAGEHEAP));
     hpm_assert(n_pages > 0 && n_pages <= UINT32_MAX);   /* a span owns a page at least; its count is 32 bits */
-    if (colour_mask && n_pages == 1) return span_alloc_coloured(ph, colour_mask);
+    if (colour_mask && n_pages == 1) {
+        /* a thread's mask may have no colour below a count changed since
+         * (options.c): then its slabs are not coloured, rather than each
+         * opening a hugepage in which no page has its colour */
+        unsigned count = (unsigned)_hpm_option(HPM_OPT_COLOR_COUNT);
+        if (count == 0 || count > 64) count = 16;
+        uint64_t usable = colour_mask & (count >= 64 ? ~0ull : (1ull << count) - 1);
+        if (usable) return span_alloc_coloured(ph, usable, count);
+    }
     int first = -1;   /* where in hp: -1, first fit */
     hpm_hp_t *hp = NULL;
     if (home && kind == SPAN_MEDIUM && hpm_homes_on(ph)) hp = home_choose(ph, n_pages, kind, home, &first);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <stdint.h>
 #include "internal.h"
 
 typedef enum { KIND_NUM, KIND_BOOL, KIND_SIZE, KIND_PAGES, KIND_CCOW } opt_kind_t;
@@ -80,6 +81,13 @@ static bool parse_value(opt_kind_t kind, const char *s, long *out) {
     }
 }
 
+/* Whether a colour mask has a colour at or above the count (none exists:
+ * a mask of only such colours found no page, and every one-page slab
+ * took a new hugepage; session 50's review). */
+static bool colours_beyond(long mask, long count) {
+    return count < 64 && ((uint64_t)mask >> count) != 0;
+}
+
 void _hpm_options_init(void) {
     for (int i = 0; i < HPM_OPT_COUNT; i++) {
         const char *s = getenv(opts[i].env);
@@ -87,6 +95,11 @@ void _hpm_options_init(void) {
         if (!s || !*s) continue;
         if (parse_value(opts[i].kind, s, &v) && v >= opts[i].min && v <= opts[i].max) opts[i].value = v;
         else _hpm_message("hpmalloc: ignoring %s=%s (bad value)\n", opts[i].env, s);
+    }
+    if (colours_beyond(opts[HPM_OPT_COLORS].value, opts[HPM_OPT_COLOR_COUNT].value)) {
+        _hpm_message("hpmalloc: ignoring HPM_COLORS=%s (a colour at or above HPM_COLOR_COUNT=%ld)\n",
+                     getenv("HPM_COLORS"), opts[HPM_OPT_COLOR_COUNT].value);
+        opts[HPM_OPT_COLORS].value = 0;
     }
 }
 
@@ -102,6 +115,11 @@ int _hpm_option_store(hpm_option_t opt, long value) {
     if (!_hpm_option_valid(opt, value)) return EINVAL;
     /* fixed at start: the arena's backing and size, and the size classes */
     if (opt == HPM_OPT_PAGES || opt == HPM_OPT_ARENA_RESERVE || opt == HPM_OPT_ALIGN16) return value == opts[opt].value ? 0 : EINVAL;
+    /* the default mask names only colours below the count (a thread's own
+     * mask may not, after a change of the count: the pageheap then does
+     * not colour its slabs) */
+    if (opt == HPM_OPT_COLORS && colours_beyond(value, _hpm_option(HPM_OPT_COLOR_COUNT))) return EINVAL;
+    if (opt == HPM_OPT_COLOR_COUNT && colours_beyond(_hpm_option(HPM_OPT_COLORS), value)) return EINVAL;
     __atomic_store_n(&opts[opt].value, value, __ATOMIC_RELAXED);
     return 0;
 }

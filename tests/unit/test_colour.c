@@ -10,7 +10,10 @@
  *    masks never share a page; an uncoloured thread still uses many
  *    colours; a mask beyond the colour count is EINVAL; a thread that
  *    kept an emptied uncoloured slab and then takes colours does not get
- *    it for its coloured classes. */
+ *    it for its coloured classes;
+ *  - a mask with no colour below the count: refused as the default,
+ *    ignored from HPM_COLORS, and a thread's own mask left so by a
+ *    smaller count gets uncoloured slabs, not a hugepage each. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -154,7 +157,62 @@ static void test_slab_colours(void) {
           k.pages_seen);
 }
 
-int main(void) {
+/* A mask with no colour below the colour count (session 50's review):
+ * the default mask is refused with EINVAL when set so (and ignored, with
+ * a message, from HPM_COLORS), and so is a count that would leave it so;
+ * a thread whose own mask lost its colours to a smaller count gets
+ * uncoloured slabs. Before, no page had such a colour, so every one-page
+ * slab took a new hugepage (20 MB of blocks: 10 GB of RSS). */
+static size_t beyond_hp_grown;
+static void *beyond_thread(void *arg) {
+    (void)arg;
+    unsigned count = colour_count();
+    if (hpm_thread_colors(1ull << (count - 1)) != 0 || hpm_option_set(HPM_OPT_COLOR_COUNT, 4) != 0) {
+        beyond_hp_grown = (size_t)-1;
+        return NULL;
+    }
+    enum { N_SMALL = 400 };
+    void *p[N_SMALL];
+    hpm_stats_t st;
+    hpm_stats_get(&st);
+    uint64_t before = st.hp_in_use;
+    for (int i = 0; i < N_SMALL; i++) {
+        p[i] = hpm_malloc(1000);
+        if (p[i]) memset(p[i], 3, 1000);
+    }
+    hpm_stats_get(&st);
+    beyond_hp_grown = (size_t)(st.hp_in_use - before);
+    for (int i = 0; i < N_SMALL; i++) hpm_free(p[i]);
+    hpm_option_set(HPM_OPT_COLOR_COUNT, count);
+    return NULL;
+}
+
+static void test_mask_beyond_count(void) {
+    unsigned count = colour_count();
+    errno = 0;
+    CHECK(count >= 63 || (hpm_option_set(HPM_OPT_COLORS, 1L << count) == -1 && errno == EINVAL),
+          "a default mask beyond the count is EINVAL");
+    CHECK(hpm_option_set(HPM_OPT_COLORS, 0x30) == 0, "colours 4 and 5 as the default mask");
+    errno = 0;
+    CHECK(hpm_option_set(HPM_OPT_COLOR_COUNT, 4) == -1 && errno == EINVAL, "a count that leaves the default mask no colour");
+    CHECK(hpm_option_set(HPM_OPT_COLORS, 0) == 0 && colour_count() == count);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, beyond_thread, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK(beyond_hp_grown < 8, "400 blocks of 1000 bytes with a mask beyond the count took %zu hugepages",
+          beyond_hp_grown);
+    CHECK(colour_count() == count, "count restored");
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    if (getenv("HPM_COLORS")) {   /* run again by test_mask_beyond_count with a mask beyond the count */
+        CHECK(hpm_option_get(HPM_OPT_COLORS) == 0, "HPM_COLORS=0x10000 with 16 colours: ignored, mask %#lx",
+              hpm_option_get(HPM_OPT_COLORS));
+        return TEST_DONE();
+    }
+    test_mask_beyond_count();
+    th_run_self_with("HPM_COLORS", "0x10000", argv);
     test_colored_map_errors();
     if (geteuid() == 0) test_colored_map_root();
     else printf("not root: hpm_colored_map frame test skipped\n");
