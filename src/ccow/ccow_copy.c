@@ -160,6 +160,17 @@ static bool region_still_mapped(uintptr_t region, uint32_t *shared) {
     return true;
 }
 
+/* Break the copy-on-write sharing of [addr, addr + bytes) as a write
+ * would, but without writing: a page the program protected (a guard page
+ * inside a malloc'd block, PROT_READ or PROT_NONE) made the atomic no-op
+ * write used before fault with SIGSEGV in the CCoW thread (session 50's
+ * review). Such a page fails MADV_POPULATE_WRITE instead and stays shared;
+ * the collapse then leaves the region as it is. Every kernel with
+ * MADV_COLLAPSE (6.1) has MADV_POPULATE_WRITE (5.14). */
+static void break_cow(uintptr_t addr, size_t bytes) {
+    if (_hpm_os->populate_write) (void)_hpm_os->populate_write((void *)addr, bytes);
+}
+
 /* The busy window is held under the fork guard too: a fork inside it
  * would leave busy_region set in the child, whose core then waits for it
  * (its own atfork handler runs before ours can clear it) forever. */
@@ -169,11 +180,14 @@ static int precopy_collapse(uintptr_t region, bool prefault_all, uint32_t *share
     busy_begin(region);
     if (!region_still_mapped(region, shared_before)) { busy_end(); _hpm_ccow_guard_unlock(); return ENOENT; }
     if (prefault_all && _hpm_os->pagemap((const void *)region, HPM_PAGES_PER_HP, pm) == 0) {
-        for (uint32_t i = 0; i < HPM_PAGES_PER_HP; i++)
-            if ((pm[i] >> 63) && !((pm[i] >> 56) & 1))
-                __atomic_fetch_add((uint64_t *)(region + i * HPM_PAGE_BYTES), 0, __ATOMIC_RELAXED);
+        for (uint32_t i = 0; i < HPM_PAGES_PER_HP; ) {   /* runs of present, shared pages */
+            uint32_t n = 0;
+            while (i + n < HPM_PAGES_PER_HP && (pm[i + n] >> 63) && !((pm[i + n] >> 56) & 1)) n++;
+            if (n) break_cow(region + (uintptr_t)i * HPM_PAGE_BYTES, (size_t)n * HPM_PAGE_BYTES);
+            i += n ? n : 1;
+        }
     } else {
-        __atomic_fetch_add((uint64_t *)region, 0, __ATOMIC_RELAXED);
+        break_cow(region, HPM_PAGE_BYTES);
     }
     busy_end();
     _hpm_ccow_guard_unlock();

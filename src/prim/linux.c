@@ -101,6 +101,13 @@ static int linux_collapse(void *addr, size_t size_bytes) {
     return madvise(addr, size_bytes, MADV_COLLAPSE) == 0 ? 0 : errno;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
+#endif
+static int linux_populate_write(void *addr, size_t size_bytes) {
+    return madvise(addr, size_bytes, MADV_POPULATE_WRITE) == 0 ? 0 : errno;
+}
+
 /* mincore in 2 MiB steps (a 512-byte vector on the stack). */
 static size_t linux_resident_pages(const void *addr, size_t size_bytes) {
     unsigned char vec[HPM_PAGES_PER_HP];
@@ -425,6 +432,7 @@ const hpm_os_t _hpm_os_linux = {
     .release = linux_release,
     .unreserve_to_reserved = linux_unreserve_to_reserved,
     .collapse = linux_collapse,
+    .populate_write = linux_populate_write,
     .dontfork = linux_dontfork,
     .map_shared_named = linux_map_shared_named,
     .resident_pages = linux_resident_pages,

@@ -47,6 +47,11 @@ typedef struct hpm_os_s {
     int (*unreserve_to_reserved)(void *addr, size_t size_bytes);
     /* madvise(MADV_COLLAPSE): make the range one PMD-mapped huge page. */
     int (*collapse)(void *addr, size_t size_bytes);
+    /* madvise(MADV_POPULATE_WRITE): fault the range in writable, which
+     * breaks copy-on-write sharing, as a write would; a page the program
+     * made read-only or inaccessible fails it (EINVAL, EFAULT) instead of
+     * raising a signal. */
+    int (*populate_write)(void *addr, size_t size_bytes);
     /* madvise(MADV_DONTFORK / MADV_DOFORK). */
     int (*dontfork)(void *addr, size_t size_bytes, bool dontfork);
     /* Map size_bytes of zeroed shared anonymous memory (MAP_SHARED |
