@@ -810,8 +810,8 @@ void _hpm_heaps_reclaim_abandoned(bool shed) {
 HPM_API int hpm_thread_colors(uint64_t mask) {
     long count = _hpm_option(HPM_OPT_COLOR_COUNT);
     hpm_heap_t *h = _hpm_heap_acquire();
-    if (!h || (count < 64 && (mask >> count) != 0)) { errno = EINVAL; return -1; }
-    uint64_t all = count >= 64 ? ~0ull : (1ull << count) - 1;
+    uint64_t all = hpm_colours_all(count);
+    if (!h || (mask & ~all) != 0) { errno = EINVAL; return -1; }
     h->colour_mask = (mask & all) == all ? 0 : mask;
     return 0;
 }

@@ -698,9 +698,8 @@ hpm_span_t *_hpm_ph_alloc_span_for(hpm_pageheap_t *ph, size_t n_pages, int kind,
         /* a thread's mask may have no colour below a count changed since
          * (options.c): then its slabs are not coloured, rather than each
          * opening a hugepage in which no page has its colour */
-        unsigned count = (unsigned)_hpm_option(HPM_OPT_COLOR_COUNT);
-        if (count == 0 || count > 64) count = 16;
-        uint64_t usable = colour_mask & (count >= 64 ? ~0ull : (1ull << count) - 1);
+        unsigned count = (unsigned)_hpm_option(HPM_OPT_COLOR_COUNT);   /* 1..64 (options.c) */
+        uint64_t usable = colour_mask & hpm_colours_all(count);
         if (usable) return span_alloc_coloured(ph, usable, count);
     }
     int first = -1;   /* where in hp: -1, first fit */

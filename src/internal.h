@@ -88,6 +88,8 @@
  * without them; docs/bench.md, session 36). */
 #define HPM_BACKGROUND_NICE_STEPS 10
 #define HPM_COLOUR_MAX_BLOCK 1024                /* larger classes are not coloured */
+/* The mask of every colour there is with count colours (HPM_COLOR_COUNT, 1..64). */
+static inline uint64_t hpm_colours_all(long count) { return count >= 64 ? ~0ull : (1ull << count) - 1; }
 
 typedef struct {
     uint32_t block_bytes;

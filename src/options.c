@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <stdint.h>
 #include "internal.h"
 
 typedef enum { KIND_NUM, KIND_BOOL, KIND_SIZE, KIND_PAGES, KIND_CCOW } opt_kind_t;
@@ -85,7 +84,7 @@ static bool parse_value(opt_kind_t kind, const char *s, long *out) {
  * a mask of only such colours found no page, and every one-page slab
  * took a new hugepage; session 50's review). */
 static bool colours_beyond(long mask, long count) {
-    return count < 64 && ((uint64_t)mask >> count) != 0;
+    return ((uint64_t)mask & ~hpm_colours_all(count)) != 0;
 }
 
 void _hpm_options_init(void) {

@@ -3,7 +3,7 @@
  * that does nothing, started and joined once so that glibc's own
  * allocations for a thread (its TLS vector, from the creating thread's
  * heap) exist before a test takes its first count; the same for the
- * allocator's background thread. */
+ * allocator's background thread; the pageheap's check under its lock. */
 #ifndef HPM_HEAPTEST_H
 #define HPM_HEAPTEST_H
 #include <pthread.h>
@@ -14,6 +14,14 @@ static inline size_t ht_used_pages(void) {
     size_t n = _hpm_ph.used_pages_total;
     pthread_mutex_unlock(&_hpm_ph.lock);
     return n;
+}
+
+/* The pageheap's invariants (check.c), under its lock; why says what broke. */
+static inline bool ht_pageheap_sound(char *why) {
+    pthread_mutex_lock(&_hpm_ph.lock);
+    bool ok = _hpm_check_pageheap(&_hpm_ph, why);
+    pthread_mutex_unlock(&_hpm_ph.lock);
+    return ok;
 }
 
 static inline void *ht_idle(void *arg) { return arg; }   /* inline: no unused-function warning where ht_first_thread is not called */

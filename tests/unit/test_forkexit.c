@@ -85,10 +85,7 @@ static int child(size_t pages_before) {
         bad |= 2;
     }
     char why[256];
-    pthread_mutex_lock(&_hpm_ph.lock);
-    bool sound = _hpm_check_pageheap(&_hpm_ph, why);
-    pthread_mutex_unlock(&_hpm_ph.lock);
-    if (!sound) {
+    if (!ht_pageheap_sound(why)) {
         _hpm_message("test_forkexit: the child's pageheap: %s\n", why);
         bad |= 4;
     }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include "internal.h"
 #include "testhelper.h"
+#include "heaptest.h"
 
 #define N 2000
 
@@ -470,10 +471,7 @@ static int idle_home_child(void) {
         if (left[i] != again[3 - i]) return 9;   /* the four b took, newest first */
     _hpm_transfer_put(cls, left, 4);
     char why[256];
-    pthread_mutex_lock(&_hpm_ph.lock);
-    bool sound = _hpm_check_pageheap(&_hpm_ph, why);
-    pthread_mutex_unlock(&_hpm_ph.lock);
-    if (!sound) {
+    if (!ht_pageheap_sound(why)) {
         _hpm_message("test_medium: the pageheap after the ticks: %s\n", why);
         return 10;
     }

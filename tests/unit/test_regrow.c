@@ -39,6 +39,7 @@
 #include "internal.h"
 #include "check.h"
 #include "testhelper.h"
+#include "heaptest.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -50,13 +51,6 @@ static void fill(unsigned char *p, size_t from, size_t to, unsigned seed) {
 static bool intact(const unsigned char *p, size_t n, unsigned seed) {
     for (size_t k = 0; k < n; k += 4096) if (p[k] != (unsigned char)(seed + k / 4096)) return false;
     return true;
-}
-
-static bool pageheap_ok(char *why) {
-    pthread_mutex_lock(&_hpm_ph.lock);
-    bool ok = _hpm_check_pageheap(&_hpm_ph, why);
-    pthread_mutex_unlock(&_hpm_ph.lock);
-    return ok;
 }
 
 static size_t used_pages(void) {
@@ -97,9 +91,9 @@ static void test_grow_alone(void) {
     }
     CHECK(moved == 0, "the block moved at %d of 30 steps with free pages after it", moved);
     CHECK(intact(p, n, 1), "contents after growth");
-    CHECK(pageheap_ok(why), "pageheap after growth: %s", why);
+    CHECK(ht_pageheap_sound(why), "pageheap after growth: %s", why);
     free(p);
-    CHECK(pageheap_ok(why), "pageheap after the free: %s", why);
+    CHECK(ht_pageheap_sound(why), "pageheap after the free: %s", why);
 }
 
 static void test_neighbours(void) {
@@ -122,7 +116,7 @@ static void test_neighbours(void) {
     CHECK(q != NULL && (uintptr_t)q != was, "realloc over a live neighbour stayed at %#lx", (unsigned long)was);
     CHECK(q && intact(q, 4 * MIB, (unsigned)(10 + pair)), "contents after the move");
     CHECK(intact(b[pair + 1], 4 * MIB, (unsigned)(11 + pair)), "the neighbour changed");
-    CHECK(pageheap_ok(why), "pageheap after the move: %s", why);
+    CHECK(ht_pageheap_sound(why), "pageheap after the move: %s", why);
     /* 3: the neighbour of the moved block's old place is freed; grow the
      * one before the neighbour over it (use a fresh pair: b[pair + 1]
      * follows the place the moved block left, so the same pair again) */
@@ -143,12 +137,12 @@ static void test_neighbours(void) {
         CHECK((uintptr_t)g == at, "growth over a freed neighbour moved (%#lx -> %p)", (unsigned long)at, (void *)g);
         CHECK(g && intact(g, 4 * MIB, (unsigned)(10 + left)), "contents after growth over the neighbour");
         if (g) b[left] = g;
-        CHECK(pageheap_ok(why), "pageheap after growth over the neighbour: %s", why);
+        CHECK(ht_pageheap_sound(why), "pageheap after growth over the neighbour: %s", why);
     }
     CHECK(intact(r, 4 * MIB, 77), "the block between changed");
     free(r);
     for (int i = 0; i < K; i++) free(b[i]);
-    CHECK(pageheap_ok(why), "pageheap after the frees: %s", why);
+    CHECK(ht_pageheap_sound(why), "pageheap after the frees: %s", why);
 }
 
 static void test_shrink(void) {
@@ -164,7 +158,7 @@ static void test_shrink(void) {
     CHECK(intact(q, 2 * MIB, 30), "contents after the shrink");
     CHECK(used_pages() == before - 6 * MIB / 4096, "used pages %zu after the shrink, expected %zu", used_pages(),
           before - 6 * MIB / 4096);
-    CHECK(pageheap_ok(why), "pageheap after the shrink: %s", why);
+    CHECK(ht_pageheap_sound(why), "pageheap after the shrink: %s", why);
     /* grow it back: the tail it gave back is free again */
     was = (uintptr_t)q;
     unsigned char *g = realloc(q, 6 * MIB);
@@ -176,7 +170,7 @@ static void test_shrink(void) {
     CHECK(m != NULL && (uintptr_t)m != was, "a shrink to a medium size stayed");
     CHECK(m && intact(m, 600 * 1024, 30), "contents after the shrink to a medium size");
     free(m);
-    CHECK(pageheap_ok(why), "pageheap at the end: %s", why);
+    CHECK(ht_pageheap_sound(why), "pageheap at the end: %s", why);
 }
 
 /* 5: two threads grow and shrink their own large buffers in random steps
@@ -256,7 +250,7 @@ static void test_threads(void) {
         CHECK(cs[i].moves < cs[i].steps, "thread %d: all %d steps moved", i, cs[i].steps);
     }
     CHECK((long)answered > 0, "hpm_range never found a live buffer");
-    CHECK(pageheap_ok(why), "pageheap after the threads: %s", why);
+    CHECK(ht_pageheap_sound(why), "pageheap after the threads: %s", why);
 }
 
 static void *touch(void *arg) {
@@ -298,7 +292,7 @@ static void test_medium_chain(void) {
     CHECK(h->span_cache_bytes <= cached0, "the chain left %zu bytes in the thread's span cache (%zu before)",
           h->span_cache_bytes, cached0);
     CHECK(intact(p, n, 5), "contents after the chain");
-    CHECK(pageheap_ok(why), "pageheap after the chain: %s", why);
+    CHECK(ht_pageheap_sound(why), "pageheap after the chain: %s", why);
     free(p);
     /* cached spans count as used pages: none of the chain's is left in any cache */
     CHECK(used_pages() <= pages0 + 16, "used pages %zu after the chain, %zu before", used_pages(), pages0);
@@ -324,12 +318,12 @@ static void test_medium_shrink(void) {
     void *base = NULL;
     size_t len = 0;
     CHECK(hpm_range(q + m - 1, &base, &len) && base == q && len == usable, "hpm_range after the shrink: %zu", len);
-    CHECK(pageheap_ok(why), "pageheap after the shrink: %s", why);
+    CHECK(ht_pageheap_sound(why), "pageheap after the shrink: %s", why);
     unsigned char *r = realloc(q, 2 * m);
     CHECK(r == q, "growth back over the pages just given back moved the block");
     if (r) q = r;
     CHECK(intact(q, m, 9), "contents after growing back");
-    CHECK(pageheap_ok(why), "pageheap after growing back: %s", why);
+    CHECK(ht_pageheap_sound(why), "pageheap after growing back: %s", why);
     free(q);
 }
 
