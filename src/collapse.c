@@ -27,7 +27,8 @@
  * walks without the small start's RSS losses. Each is queued at most
  * HPM_RIPE_TRIES times, while it is not advised or queued already. */
 void _hpm_ph_ripe(hpm_pageheap_t *ph, hpm_hp_t *hp) {
-    if (hp->index >= HPM_SMALL_START_HP || hp->backing != BACK_THP || !ph->os->resident_pages || ph->ripe_off) return;
+    if (hp->index >= HPM_SMALL_START_HP || hp->backing != BACK_THP || !ph->os->resident_pages || ph->ripe_off || ph->thp_never)
+        return;
     uint16_t bit = (uint16_t)(1u << hp->index);
     if (((ph->collapse_want | ph->ripe_advised) & bit) || ph->ripe_tries[hp->index] >= HPM_RIPE_TRIES) return;
     ph->ripe_tries[hp->index]++;
@@ -124,6 +125,25 @@ static void outgrown_wait(hpm_pageheap_t *ph) {
     }
 }
 
+/* One MADV_COLLAPSE. It faults in every page of the hugepage, the ones
+ * that a trim gave back inside it (subrel_bits) too: once it succeeds
+ * they are resident again and are forgotten, so that a later trim gives
+ * them back again (session 50's review: they stayed counted as given
+ * back, and about 10 MiB stayed resident through later trims). While it
+ * runs, subrelease leaves the hugepage alone (collapsing_hp). */
+static int collapse_one(hpm_pageheap_t *ph, uintptr_t addr) {
+    pthread_mutex_lock(&ph->lock);
+    hpm_hp_t *hp = hpm_hp_of_addr(ph, addr);
+    ph->collapsing_hp = (uint8_t)(hp->index + 1);
+    pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: this runs inside a collapse */
+    int e = ph->os->collapse((void *)addr, HPM_HP_BYTES);
+    pthread_mutex_lock(&ph->lock);
+    ph->collapsing_hp = 0;
+    if (e == 0) _hpm_ph_subrel_forget(ph, hp);
+    pthread_mutex_unlock(&ph->lock);
+    return e;
+}
+
 /* Outside the lock, another thread may be writing the hugepage; the
  * kernel then answers EAGAIN (a transient failure). An impatient caller
  * (a malloc's own thread) tries once more at once. A patient one (the
@@ -143,7 +163,7 @@ static void collapse_run(hpm_pageheap_t *ph, const collapse_batch_t *b, bool pat
         uint64_t wait_ns = 1000000;
         for (unsigned tries = 1;; tries++) {
             if (patient && !hp_still(ph, addr, false, false)) break;
-            if (ph->os->collapse((void *)addr, HPM_HP_BYTES) != EAGAIN || tries == (patient ? 10u : 2u)) break;
+            if (collapse_one(ph, addr) != EAGAIN || tries == (patient ? 10u : 2u)) break;
             if (patient) ph->os->sleep_ns(wait_ns);
             wait_ns *= 2;
         }

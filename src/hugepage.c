@@ -84,6 +84,7 @@ int _hpm_ph_init(hpm_pageheap_t *ph, const hpm_os_t *os, size_t reserve_bytes, i
     ph->os = os;
     ph->page_mode = page_mode;
     ph->thp_always = hpm_os_thp_always(os);
+    ph->thp_never = os->thp_mode && os->thp_mode() == HPM_THP_NEVER;
     ph->release_delay_ms = 1000;
     ph->cache_keep_hp = 2;
     size_t align = page_mode == PAGES_1G ? HPM_GB_BYTES : HPM_HP_BYTES;
@@ -124,7 +125,7 @@ static void hp_committed(hpm_pageheap_t *ph, hpm_hp_t *hp) {
             hpm_hp_t *first = hp_at(ph, i);
             if (first->backing != BACK_THP) continue;
             ph->os->thp_advise((void *)hpm_hp_addr(ph, first), HPM_HP_BYTES, true);
-            if (first->state != HP_ACTIVE) continue;
+            if (first->state != HP_ACTIVE || ph->thp_never) continue;
             ph->collapse_want |= (uint16_t)(1u << i);
             ph->collapse_ripe &= (uint16_t)~(1u << i);   /* collapsed as they are now */
         }

@@ -251,6 +251,7 @@ typedef struct hpm_pageheap_s {
     bool subrelease;
     bool huge_started;              /* THP mode: hugepage 0 has been advised (see hp_back) */
     bool thp_always;                /* the system's THP mode is "always": the small start must refuse huge pages itself */
+    bool thp_never;                 /* the system's THP mode is "never": no MADV_COLLAPSE either (it ignores the mode) */
     /* The collapse queue (collapse.c): bit i stands for hugepage i of the small start. */
     uint16_t collapse_want;         /* waits to be collapsed (after hpm_ph_unlock, or by the collapse thread) */
     uint16_t collapse_ripe;         /* ... once its pages are resident: nearly full during the small start */
@@ -258,6 +259,7 @@ typedef struct hpm_pageheap_s {
     uint8_t ripe_tries[HPM_SMALL_START_HP];
     bool collapse_later;            /* leave the queue to hpm_collapse_poll (the process's pageheap, unless HPM_BACKGROUND=0), not to the unlock */
     bool collapse_running;          /* a collapse thread works through the queue; it takes what is queued meanwhile */
+    uint8_t collapsing_hp;          /* 1 + the index of the hugepage a collapse works on now (subrelease leaves it alone), 0 if none */
     bool ripe_off;                  /* no ripe collapses: a forked child (its pages are shared with the parent) */
     unsigned heaps_live;            /* thread heaps in use (written by heap.c; atomic): hpm_homes_on */
     bool medium_caching;            /* medium span caches on: the heap reached HPM_SMALL_HEAP_PAGES, a second thread took a heap or a thread freed HPM_SPANCACHE_BUSY_FREES medium spans (atomic; never cleared) */
@@ -393,6 +395,9 @@ HPM_INTERNAL void _hpm_ph_lock_init(hpm_pageheap_t *ph);
 HPM_INTERNAL void _hpm_ph_push_released(hpm_pageheap_t *ph, hpm_hp_t *hp);
 /* An empty hugepage's memory back to the OS whole (release.c); false when it stays backed. */
 HPM_INTERNAL bool _hpm_ph_give_back_whole(hpm_pageheap_t *ph, hpm_hp_t *hp);
+/* The hugepage's pages given back inside it are resident again (it was
+ * released whole, or a collapse faulted them back): forget them. */
+HPM_INTERNAL void _hpm_ph_subrel_forget(hpm_pageheap_t *ph, hpm_hp_t *hp);
 /* Release timing: called with the lock held; releases cached hugepages
  * that have been empty longer than the window (beyond the kept cache) and,
  * with subrelease on, free pages of sparse hugepages. */

@@ -30,14 +30,18 @@ bool _hpm_ph_give_back_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
         hp->backing = BACK_NONE;
         ph->hugetlb_hp--;
     }
+    _hpm_ph_subrel_forget(ph, hp);
+    memset(hp->dirty_bits, 0, sizeof hp->dirty_bits);
+    return true;
+}
+
+void _hpm_ph_subrel_forget(hpm_pageheap_t *ph, hpm_hp_t *hp) {
     if (hp->subrel_pages) {
         ph->subrel_pages -= hp->subrel_pages;
         if (hp->state == HP_CACHED || hp->state == HP_RELEASED) ph->idle_subrel_pages -= hp->subrel_pages;
         hp->subrel_pages = 0;
     }
-    memset(hp->dirty_bits, 0, sizeof hp->dirty_bits);
     memset(hp->subrel_bits, 0, sizeof hp->subrel_bits);
-    return true;
 }
 
 /* Release one cached (empty) hugepage whole. Returns false if it cannot be
@@ -56,7 +60,7 @@ static bool release_whole(hpm_pageheap_t *ph, hpm_hp_t *hp) {
 
 /* Release the free, still-backed pages of one partial hugepage. */
 static size_t subrelease_hp(hpm_pageheap_t *ph, hpm_hp_t *hp) {
-    if (hp->backing != BACK_THP) return 0;
+    if (hp->backing != BACK_THP || ph->collapsing_hp == hp->index + 1) return 0;   /* a collapse would fault them back */
     uint64_t want[8];
     for (int w = 0; w < 8; w++) want[w] = hp->free_bits[w] & ~hp->subrel_bits[w];
     size_t pages = 0;
