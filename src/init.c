@@ -131,6 +131,11 @@ static uint32_t wake_seen, gone_seen, asleep_seen;
 
 static bool gone(void) { return _hpm_os->program_gone && _hpm_os->program_gone(); }
 
+bool _hpm_own_thread_steps_aside(void) {
+    return __atomic_load_n(&_hpm_ph.heaps_live, __ATOMIC_RELAXED) == 0 && _hpm_os->threads_uncountable &&
+           _hpm_os->threads_uncountable();
+}
+
 static bool gone_soon(void) {
     for (int i = 0; i < GONE_SOON_LOOKS; i++) {
         _hpm_os->sleep_ns(GONE_SOON_NS);
@@ -139,12 +144,14 @@ static bool gone_soon(void) {
     return false;
 }
 
-enum { WOKE_GONE, WOKE_TIME, WOKE_ASLEEP };
+enum { WOKE_GONE, WOKE_TIME, WOKE_ASLEEP, WOKE_ASIDE };
 
 /* Sleeps until end_ns, looking at least every HPM_GONE_LOOK_NS, and soon
  * after a gone hint, whether the program's own threads have all ended
  * (WOKE_GONE: the library's thread then ends too, and the process exits
- * with it); WOKE_ASLEEP early on an asleep hint. */
+ * with it); WOKE_ASIDE when, after a gone hint, no thread of the program
+ * holds a heap and the threads cannot be counted (no /proc:
+ * _hpm_own_thread_steps_aside); WOKE_ASLEEP early on an asleep hint. */
 static int background_sleep(uint64_t end_ns) {
     for (;;) {
         uint64_t now = _hpm_os->now_ns();
@@ -158,6 +165,7 @@ static int background_sleep(uint64_t end_ns) {
         if (hint != gone_seen) {
             gone_seen = hint;
             if (gone_soon()) return WOKE_GONE;
+            if (_hpm_own_thread_steps_aside()) return WOKE_ASIDE;
         }
         hint = __atomic_load_n(&_hpm_asleep_hint, __ATOMIC_RELAXED);
         if (hint != asleep_seen) {
@@ -183,6 +191,10 @@ static void *background_main(void *arg) {
         if (!tick_ns) tick_ns = _hpm_os->now_ns() + delay_ms * 1000000ull / 4;
         int woke = background_sleep(look_ns && look_ns < tick_ns ? look_ns : tick_ns);
         if (woke == WOKE_GONE) return NULL;
+        if (woke == WOKE_ASIDE) {   /* a later malloc's slow path starts it again */
+            atomic_store(&_hpm_background_started, 0);
+            return NULL;
+        }
         uint64_t now = _hpm_os->now_ns();
         bool on = _hpm_option(HPM_OPT_BACKGROUND);
         if (woke == WOKE_ASLEEP || (look_ns && now >= look_ns)) {

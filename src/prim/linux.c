@@ -354,6 +354,11 @@ static bool linux_program_gone(void) {
     return live > 0 && live <= own;
 }
 
+static bool linux_threads_uncountable(void) {
+    char buf[64];
+    return linux_read_file("/proc/self/stat", buf, sizeof buf) <= 0;
+}
+
 static hpm_thp_mode_t linux_thp_mode(void) {
     char buf[128];
     if (linux_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) <= 0) return HPM_THP_UNKNOWN;
@@ -445,6 +450,7 @@ const hpm_os_t _hpm_os_linux = {
     .thread_start = linux_thread_start,
     .thread_lower_priority = linux_thread_lower_priority,
     .program_gone = linux_program_gone,
+    .threads_uncountable = linux_threads_uncountable,
     .thp_mode = linux_thp_mode,
     .write_err = linux_write_err,
     .as_limit_bytes = linux_as_limit_bytes,

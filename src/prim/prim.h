@@ -90,6 +90,9 @@ typedef struct hpm_os_s {
      * the library's must end too, so that the process exits. False when
      * it cannot be told. */
     bool (*program_gone)(void);
+    /* True when the process's threads cannot be counted (no /proc): then
+     * program_gone never holds. NULL: they always can be. */
+    bool (*threads_uncountable)(void);
     /* The system's THP mode from /sys/kernel/mm/transparent_hugepage. */
     hpm_thp_mode_t (*thp_mode)(void);
     /* Write a message to stderr without stdio. */

@@ -21,6 +21,12 @@
  *    runs it, from the library thread that ends last, on a stack of a
  *    program thread's default size (8 MiB here; the library's threads
  *    have 1 MiB, on which it crashed before session 34).
+ *    Without /proc (a mount namespace of its own where it is unmounted;
+ *    not run where that is not allowed) the threads cannot be counted:
+ *    the process must still exit, and "bgquiet", where a thread that
+ *    never calls the allocator outlives the worker and ends the process
+ *    with _exit(9) 700 ms on, must run to its end (the library's thread
+ *    ends itself, never the process: init.c, _hpm_own_thread_steps_aside).
  *    1c. "bglate": the same, the worker ending 260 ms after the
  *    background thread started; it writes the time of its end to a file
  *    (HPMT_STAMP). The process must exit within 100 ms of it in the best
@@ -61,6 +67,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -114,6 +122,15 @@ static void *worker(void *arg) {
     return arg;
 }
 
+/* Case 1d's second thread: it never calls the allocator, outlives the
+ * worker and ends the process with its own status. */
+static void *quiet(void *arg) {
+    struct timespec ts = {0, 700 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    _exit(9);
+    return arg;
+}
+
 static int signal_case(void);
 static int nice_case(void);
 static int nice_of(int tid);
@@ -137,9 +154,10 @@ static int child(const char *mode) {
     if (!strcmp(mode, "signal")) return signal_case();
     if (!strcmp(mode, "nice")) return nice_case();
     if (!strcmp(mode, "bgatexit")) atexit(deep_atexit);
-    if (!strcmp(mode, "bg") || !strcmp(mode, "bgatexit") || !strcmp(mode, "bglate")) {
-        pthread_t t;
+    if (!strcmp(mode, "bg") || !strcmp(mode, "bgatexit") || !strcmp(mode, "bglate") || !strcmp(mode, "bgquiet")) {
+        pthread_t t, q;
         if (pthread_create(&t, NULL, worker, NULL)) return 4;
+        if (!strcmp(mode, "bgquiet") && pthread_create(&q, NULL, quiet, NULL)) return 4;
         pthread_exit(NULL);
     }
     if (hpm_ccow_config("all", 0) != 0) return 8;   /* "ccow" (a call, so that the linker takes CCoW in) */
@@ -304,13 +322,22 @@ static double now_s(void) {
 
 /* Runs this program as `self mode` with the extra environment; the exit
  * status, or -1 when it has not exited after 10 s (then it is killed). */
-static int run_case(const char *self, const char *mode, const char *env1, const char *env2, double *took_s) {
+/* No /proc: the child runs in a mount namespace of its own where /proc
+ * is unmounted (exit status 77 when that is not allowed here). */
+static void lose_proc(void) {
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 || umount2("/proc", MNT_DETACH) != 0)
+        _exit(77);
+    if (access("/proc/self/stat", F_OK) == 0) _exit(77);
+}
+
+static int run_case(const char *self, const char *mode, const char *env1, const char *env2, double *took_s, bool no_proc) {
     fflush(stdout);
     double t0 = now_s();
     pid_t pid = fork();
     if (pid == 0) {
         if (env1) putenv((char *)env1);
         if (env2) putenv((char *)env2);
+        if (no_proc) lose_proc();
         execl(self, self, mode, (char *)NULL);
         _exit(127);
     }
@@ -347,19 +374,29 @@ int main(int argc, char **argv) {
      * lives on under TSan (docs/allocator.md). Only the control runs. */
     printf("skipped under TSan: cases 1 and 2 (its own thread counts as the program's)\n");
 #else
-    st = run_case(self, "bg", NULL, NULL, &took);
+    st = run_case(self, "bg", NULL, NULL, &took, false);
     CHECK(st == 0, "main thread ended with pthread_exit, then its worker: exit status %d after %.1f s (want 0; -1: still running after 10 s)",
           st, took);
-    st = run_case(self, "bgatexit", NULL, NULL, &took);
+    st = run_case(self, "bgatexit", NULL, NULL, &took, false);
     CHECK(st == 42, "the same with an atexit handler that needs 4 MiB of stack: exit status %d after %.1f s (want 42: it ran)",
           st, took);
+    st = run_case(self, "bg", NULL, NULL, &took, true);
+    if (st == 77) {
+        printf("not run: no /proc (unshare or umount not allowed here)\n");
+    } else {
+        printf("without /proc: exited after %.2f s\n", took);
+        CHECK(st == 0, "the same without /proc: exit status %d after %.1f s (want 0; -1: still running after 10 s)", st, took);
+        st = run_case(self, "bgquiet", NULL, NULL, &took, true);
+        CHECK(st == 9, "without /proc, a thread that never calls the allocator outlives the worker: exit status %d after %.1f s (want 9: it ran to its end)",
+              st, took);
+    }
     double late_ms[3];
     for (int i = 0; i < 3; i++) {
         char path[64], env[96];
         snprintf(path, sizeof path, "/tmp/hpm-ownthreads-%d", (int)getpid());
         snprintf(env, sizeof env, "HPMT_STAMP=%s", path);
         unlink(path);
-        st = run_case(self, "bglate", env, NULL, &took);
+        st = run_case(self, "bglate", env, NULL, &took, false);
         double exited = now_s(), ended = 0;
         FILE *f = fopen(path, "r");
         if (!f || fscanf(f, "%lf", &ended) != 1) ended = 0;
@@ -372,17 +409,17 @@ int main(int argc, char **argv) {
     for (int i = 1; i < 3; i++) best = late_ms[i] < best ? late_ms[i] : best;
     printf("exit after the last thread's end: %.1f, %.1f, %.1f ms\n", late_ms[0], late_ms[1], late_ms[2]);
     CHECK(best < 100, "the process exited %.1f ms (the best of 3) after its last thread ended (want under 100)", best);
-    st = run_case(self, "ccow", "HPM_BACKGROUND=0", NULL, &took);
+    st = run_case(self, "ccow", "HPM_BACKGROUND=0", NULL, &took, false);
     CHECK(st == 0, "the only program thread ended with pthread_exit while CCoW's thread, at the program's nice, ran: exit status %d after %.1f s (want 0; 14: CCoW's thread not at the program's nice; -1: still running)",
           st, took);
 #endif
-    st = run_case(self, "exit", NULL, NULL, &took);
+    st = run_case(self, "exit", NULL, NULL, &took, false);
     CHECK(st == 7 && took < 5.0, "a main that returns 7: exit status %d after %.1f s", st, took);
-    st = run_case(self, "nice", NULL, NULL, &took);
+    st = run_case(self, "nice", NULL, NULL, &took, false);
     CHECK(st == 0, "the library's background threads at nice +10 from the program's 0: case exit status %d", st);
-    st = run_case(self, "nice", "HPMT_NICE=15", NULL, &took);
+    st = run_case(self, "nice", "HPMT_NICE=15", NULL, &took, false);
     CHECK(st == 0, "the same from nice 15: at 19, case exit status %d", st);
-    st = run_case(self, "signal", NULL, NULL, &took);
+    st = run_case(self, "signal", NULL, NULL, &took, false);
     CHECK(st == 0, "a signal the program's only thread blocked: case exit status %d (0: pending, then handled on that thread)", st);
     return TEST_DONE();
 }
