@@ -31,6 +31,13 @@ static void fork_parent(void) {
 }
 
 static void fork_child(void) {
+    /* First a page of its own for the counters: the inherited one is still
+     * the parent's (shared), and what follows (abandoning the other
+     * threads' heaps) changes counters (test_forkstats). */
+    if (_hpm_publish_after_fork_child) {
+        hpm_stats_t *pub = _hpm_publish_after_fork_child();
+        if (pub) _hpm_stats = pub;
+    }
     _hpm_meta_fork_child();
     /* Each lock is let go first (this thread took it in fork_prepare),
      * then made anew: ThreadSanitizer keeps a re-created mutex's owner,
@@ -42,10 +49,6 @@ static void fork_child(void) {
     atomic_store(&_hpm_background_started, 0);
     _hpm_os_after_fork_child();
     _hpm_heap_fork_child();
-    if (_hpm_publish_after_fork_child) {
-        hpm_stats_t *pub = _hpm_publish_after_fork_child();
-        if (pub) _hpm_stats = pub;
-    }
     _hpm_stats->pid = (int32_t)getpid();
 }
 
