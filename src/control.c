@@ -20,12 +20,23 @@ HPM_API long hpm_option_get(hpm_option_t opt) {
     return _hpm_option(opt);
 }
 
+/* One setter at a time: the check of a value against the others (the
+ * colour mask and count), its store and the apply that reads the options
+ * back are one step. Before, two setters at once could pass both colour
+ * checks, or the one that applied last could apply the value it had read
+ * before the other's store (session 50's review). Taken before the
+ * pageheap's lock. */
+static pthread_mutex_t options_lock = PTHREAD_MUTEX_INITIALIZER;
+
 HPM_API int hpm_option_set(hpm_option_t opt, long value) {
     if (!_hpm_option_valid(opt, value)) { errno = EINVAL; return -1; }
     hpm_ensure_init();
+    pthread_mutex_lock(&options_lock);
     int err = _hpm_option_store(opt, value);
+    if (!err) hpm_options_apply(&_hpm_ph);
+    pthread_mutex_unlock(&options_lock);
     if (err) { errno = err; return -1; }
-    hpm_options_apply(&_hpm_ph);
+    if (opt == HPM_OPT_RELEASE_DELAY_MS) _hpm_background_wake();   /* a shorter window counts at once */
     return 0;
 }
 

@@ -147,18 +147,21 @@ static bool gone_soon(void) {
     return false;
 }
 
-enum { WOKE_GONE, WOKE_TIME, WOKE_ASLEEP, WOKE_ASIDE };
+enum { WOKE_GONE, WOKE_TIME, WOKE_ASLEEP, WOKE_ASIDE, WOKE_WINDOW };
 
 /* Sleeps until end_ns, looking at least every HPM_GONE_LOOK_NS, and soon
  * after a gone hint, whether the program's own threads have all ended
  * (WOKE_GONE: the library's thread then ends too, and the process exits
  * with it); WOKE_ASIDE when, after a gone hint, no thread of the program
  * holds a heap and the threads cannot be counted (no /proc:
- * _hpm_own_thread_steps_aside); WOKE_ASLEEP early on an asleep hint. */
-static int background_sleep(uint64_t end_ns) {
+ * _hpm_own_thread_steps_aside); WOKE_ASLEEP early on an asleep hint;
+ * WOKE_WINDOW when the release window is no longer delay_ms. */
+static int background_sleep(uint64_t end_ns, uint64_t delay_ms) {
     for (;;) {
         uint64_t now = _hpm_os->now_ns();
         if (now >= end_ns) return WOKE_TIME;
+        uint64_t delay_now_ms = __atomic_load_n(&_hpm_ph.release_delay_ms, __ATOMIC_RELAXED);
+        if ((delay_now_ms ? delay_now_ms : 1000) != delay_ms) return WOKE_WINDOW;
         uint64_t step = end_ns - now < HPM_GONE_LOOK_NS ? end_ns - now : HPM_GONE_LOOK_NS;
         if (_hpm_os->wait_word) _hpm_os->wait_word(&_hpm_bg_wake, wake_seen, step);   /* at once if a hint came */
         else _hpm_os->sleep_ns(step);
@@ -188,11 +191,16 @@ static void *background_main(void *arg) {
     (void)arg;
     if (_hpm_os->thread_lower_priority) _hpm_os->thread_lower_priority(HPM_BACKGROUND_NICE_STEPS);
     uint64_t tick_ns = 0, look_ns = 0;   /* when the next tick is due, and the next look (0: none) */
+    uint64_t tick_delay_ms = 0;          /* the window that tick_ns was set for */
     for (;;) {
         uint64_t delay_ms = __atomic_load_n(&_hpm_ph.release_delay_ms, __ATOMIC_RELAXED);
         if (!delay_ms) delay_ms = 1000;
-        if (!tick_ns) tick_ns = _hpm_os->now_ns() + delay_ms * 1000000ull / 4;
-        int woke = background_sleep(look_ns && look_ns < tick_ns ? look_ns : tick_ns);
+        uint64_t due_ns = _hpm_os->now_ns() + delay_ms * 1000000ull / 4;
+        /* a window shortened at run time (hpm_option_set wakes this
+         * thread) counts now, not at the tick the old one set */
+        if (!tick_ns || (delay_ms != tick_delay_ms && due_ns < tick_ns)) tick_ns = due_ns;
+        tick_delay_ms = delay_ms;
+        int woke = background_sleep(look_ns && look_ns < tick_ns ? look_ns : tick_ns, delay_ms);
         if (woke == WOKE_GONE) return NULL;
         if (woke == WOKE_ASIDE) {   /* a later malloc's slow path starts it again */
             atomic_store(&_hpm_background_started, 0);
