@@ -1,17 +1,25 @@
 /* colored_map.c: frame colouring by physical frame number, the BPM method
  * done in user space (hpm_colored_map).
  *
- * A colour is PFN mod colour_count (option HPM_COLOR_COUNT). To build a
- * range of n pages of the wanted colours, we map a scratch pool of 4 KiB
- * pages (MADV_NOHUGEPAGE so THP cannot hand us one compound page), touch
- * every page so the kernel gives it a frame, read the frames from
- * /proc/self/pagemap (PFNs read as 0 unless CAP_SYS_ADMIN), and move each
- * suitable page with mremap(MREMAP_FIXED) into its slot of a reserved
- * destination range. mremap moves page-table entries, so the frame (and so
- * its colour) moves with the page. Unused pool pages are unmapped.
- * Invariant: on success every page of the returned range is present and
- * its PFN has a colour in the mask (checked again at the end); on failure
- * nothing is left mapped and errno plus a reason string say why.
+ * A colour is PFN mod colour_count (option HPM_COLOR_COUNT, read after the
+ * allocator has started: the first call of a process starts it, so the
+ * environment's value counts). To build a range of n pages of the wanted
+ * colours, we reserve a scratch pool of 4 KiB pages (MADV_NOHUGEPAGE so
+ * THP cannot hand us one compound page) and walk it in steps: touch the
+ * step's pages (a write of 0, so each gets a zeroed frame and stays
+ * zeroed), read their frames from /proc/self/pagemap (PFNs read as 0
+ * unless CAP_SYS_ADMIN), and move each suitable page with
+ * mremap(MREMAP_FIXED) into its slot of a reserved destination range.
+ * mremap moves page-table entries, so the frame (and so its colour) moves
+ * with the page. The walk stops as soon as the range is full: it faults
+ * about n x colours / wanted colours pages, plus at most one step
+ * (CM_STEP_MAX_PAGES). Rejected pages are kept until the call ends, then
+ * unmapped run by run, never across a page that was moved out: another
+ * thread's mapping may have landed in that hole.
+ * Invariant: on success every page of the returned range is present, zero
+ * filled, and its PFN has a colour in the mask (checked again at the end);
+ * on failure nothing is left mapped and errno plus a reason string say
+ * why; only the pool pages this call still holds are ever unmapped.
  * No malloc, no stdio: scratch arrays are mmap'd. Every system call goes
  * through the OS table (_hpm_os: sys_mmap, sys_munmap, sys_mremap,
  * sys_madvise, pagemap), so fault-injection tests reach each of them. */
@@ -25,6 +33,11 @@
 #define CM_PRESENT (1ull << 63)
 #define CM_REASON_BYTES 256
 #define CM_MAX_ROUNDS 8
+#define CM_STEP_MAX_PAGES 512   /* pages touched and examined at once: one page of entries */
+#define CM_STEP_MIN_PAGES 16
+/* A page moved out of its pool: a pagemap entry never has all bits set
+ * (bits 58..60 are always zero). */
+#define CM_MOVED (~0ull)
 #define CM_NONE (~0ull)   /* "no number here" for cm_fail */
 
 static __thread char cm_reason[CM_REASON_BYTES];
@@ -82,12 +95,33 @@ static unsigned cm_colour_count(void) {
     return (c >= 2 && c <= 64) ? (unsigned)c : 16u;
 }
 
-/* Pools of the current call, unmapped when it ends (see cm_round). */
-static __thread struct { void *p; size_t bytes; } cm_keep[CM_MAX_ROUNDS];
+/* Pools of the current call, unmapped when it ends (see cm_round): each
+ * with its pagemap entries, CM_MOVED where a page was moved out, and how
+ * many of its pages were examined (the rest were never touched). */
+typedef struct {
+    char *pool;
+    size_t pool_pages, examined_pages;
+    uint64_t *ent;
+    size_t ent_bytes;
+} cm_pool_t;
+static __thread cm_pool_t cm_keep[CM_MAX_ROUNDS];
 static __thread int cm_n_keep;
 
+/* Unmaps each run of pages a pool still holds; the holes left by moved
+ * pages are not ours any more (another thread may have mapped there). */
+static void cm_release_pool(const cm_pool_t *k) {
+    size_t run = 0;   /* start of the current run of held pages */
+    for (size_t i = 0; i < k->examined_pages; i++) {
+        if (k->ent[i] != CM_MOVED) continue;
+        if (i > run) cm_munmap(k->pool + run * CM_PAGE, (i - run) * CM_PAGE);
+        run = i + 1;
+    }
+    if (k->pool_pages > run) cm_munmap(k->pool + run * CM_PAGE, (k->pool_pages - run) * CM_PAGE);
+    cm_munmap(k->ent, k->ent_bytes);
+}
+
 static void cm_release_pools(void) {
-    for (int i = 0; i < cm_n_keep; i++) cm_munmap(cm_keep[i].p, cm_keep[i].bytes);
+    for (int i = 0; i < cm_n_keep; i++) cm_release_pool(&cm_keep[i]);
     cm_n_keep = 0;
 }
 
@@ -98,51 +132,77 @@ static int cm_all_pfn_zero(const uint64_t *ent, size_t n) {
     return 1;
 }
 
-/* One round: map a pool of pool_pages, touch it, and move pages whose
- * colour is in mask into dst[filled..need). Returns the new fill count, or
+/* Pages to touch next: what the remaining need takes when the wanted
+ * colours are share of colours, within [CM_STEP_MIN_PAGES, CM_STEP_MAX_PAGES]. */
+static size_t cm_step_pages(size_t left, unsigned colours, unsigned share) {
+    size_t want = left * colours / share;
+    return want < CM_STEP_MIN_PAGES ? CM_STEP_MIN_PAGES : want > CM_STEP_MAX_PAGES ? CM_STEP_MAX_PAGES : want;
+}
+
+/* Touches and examines pages [at, at + n) of pool k, moving those whose
+ * colour is in mask into dst[filled..need). The new fill count, or
  * (size_t)-1 with the reason set. */
-static size_t cm_round(char *dst, size_t filled, size_t need, uint64_t mask,
-                       unsigned colours, size_t pool_pages) {
+static size_t cm_step(cm_pool_t *k, size_t at, size_t n, char *dst, size_t filled, size_t need, uint64_t mask,
+                      unsigned colours) {
+    volatile char *touch = k->pool + at * CM_PAGE;
+    for (size_t i = 0; i < n; i++) touch[i * CM_PAGE] = 0;   /* fault in a zeroed frame; a 0 keeps it zero */
+    uint64_t *ent = k->ent + at;
+    int err = cm_pagemap(k->pool + at * CM_PAGE, n, ent);
+    k->examined_pages = at + n;   /* ent[at..] now holds entries (CM_MOVED is no entry) */
+    if (err) {
+        cm_fail(err, "cannot read /proc/self/pagemap", 0, NULL, 0, NULL);
+        return (size_t)-1;
+    }
+    if (cm_all_pfn_zero(ent, n)) {
+        cm_fail(EPERM, "pagemap shows PFN 0: physical frame numbers need CAP_SYS_ADMIN (run as root)",
+                0, NULL, 0, NULL);
+        return (size_t)-1;
+    }
+    size_t out = filled;
+    for (size_t i = 0; i < n && out < need; i++) {
+        if (!(ent[i] & CM_PRESENT)) continue;
+        uint64_t colour = (ent[i] & CM_PFN_MASK) % colours;
+        if (!(mask >> colour & 1)) continue;
+        char *page = k->pool + (at + i) * CM_PAGE;
+        void *r = _hpm_os->sys_mremap(page, CM_PAGE, CM_PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, dst + out * CM_PAGE);
+        if (r != dst + out * CM_PAGE) {
+            cm_fail(errno, "mremap of one page failed after ", out,
+                    " pages (too many mappings? see vm.max_map_count; asked for ", need, " pages)");
+            return (size_t)-1;
+        }
+        ent[i] = CM_MOVED;   /* the page is gone from the pool: never unmap its address */
+        out++;
+    }
+    return out;
+}
+
+/* One round: reserve a pool of pool_pages and walk it in steps until the
+ * range is full or the pool is used up. Returns the new fill count, or
+ * (size_t)-1 with the reason set. The pool is kept (cm_keep) until the
+ * call ends: rejected pages freed now would hand the same frames (same
+ * colours) to the next round. */
+static size_t cm_round(char *dst, size_t filled, size_t need, uint64_t mask, unsigned colours, unsigned share,
+                       size_t pool_pages) {
     size_t pool_bytes = pool_pages * CM_PAGE;
     size_t ent_bytes = (pool_pages * sizeof(uint64_t) + CM_PAGE - 1) / CM_PAGE * CM_PAGE;
     char *pool = cm_mmap(pool_bytes, PROT_READ | PROT_WRITE, MAP_NORESERVE);
-    uint64_t *ent = cm_mmap(ent_bytes, PROT_READ | PROT_WRITE, 0);
+    uint64_t *ent = cm_mmap(ent_bytes, PROT_READ | PROT_WRITE, MAP_NORESERVE);
     if (!pool || !ent) {
         cm_munmap(pool, pool_bytes); cm_munmap(ent, ent_bytes);
         cm_fail(ENOMEM, "cannot map a scratch pool of ", pool_pages, " pages (", filled, " frames found so far)");
         return (size_t)-1;
     }
     _hpm_os->sys_madvise(pool, pool_bytes, MADV_NOHUGEPAGE);
-    for (size_t i = 0; i < pool_pages; i++) pool[i * CM_PAGE] = 1;   /* fault in a frame */
-    int err = cm_pagemap(pool, pool_pages, ent);
+    cm_pool_t *k = &cm_keep[cm_n_keep++];
+    *k = (cm_pool_t){.pool = pool, .pool_pages = pool_pages, .ent = ent, .ent_bytes = ent_bytes};
     size_t out = filled;
-    if (err) {
-        cm_fail(err, "cannot read /proc/self/pagemap", 0, NULL, 0, NULL);
-        out = (size_t)-1;
-    } else if (cm_all_pfn_zero(ent, pool_pages)) {
-        cm_fail(EPERM, "pagemap shows PFN 0: physical frame numbers need CAP_SYS_ADMIN (run as root)",
-                0, NULL, 0, NULL);
-        out = (size_t)-1;
+    for (size_t at = 0; at < pool_pages && out < need;) {
+        size_t n = cm_step_pages(need - out, colours, share);
+        if (n > pool_pages - at) n = pool_pages - at;
+        out = cm_step(k, at, n, dst, out, need, mask, colours);
+        if (out == (size_t)-1) break;
+        at += n;
     }
-    for (size_t i = 0; out != (size_t)-1 && i < pool_pages && out < need; i++) {
-        if (!(ent[i] & CM_PRESENT)) continue;
-        uint64_t colour = (ent[i] & CM_PFN_MASK) % colours;
-        if (!(mask >> colour & 1)) continue;
-        void *r = _hpm_os->sys_mremap(pool + i * CM_PAGE, CM_PAGE, CM_PAGE, MREMAP_MAYMOVE | MREMAP_FIXED,
-                                      dst + out * CM_PAGE);
-        if (r != dst + out * CM_PAGE) {
-            cm_fail(errno, "mremap of one page failed after ", out,
-                    " pages (too many mappings? see vm.max_map_count; asked for ", need, " pages)");
-            out = (size_t)-1;
-            break;
-        }
-        out++;
-    }
-    /* Keep the rejected pages until the whole call ends: freed now, the
-     * kernel would hand the same frames (same colours) to the next round. */
-    cm_keep[cm_n_keep].p = pool;
-    cm_keep[cm_n_keep++].bytes = pool_bytes;
-    cm_munmap(ent, ent_bytes);
     return out;
 }
 
@@ -162,6 +222,7 @@ static int cm_verify(char *p, size_t n, uint64_t mask, unsigned colours) {
 void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) __attribute__((visibility("default")));
 void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
     cm_reason[0] = 0;
+    _hpm_init_slow();   /* the options (HPM_COLOR_COUNT) are read when the allocator starts */
     unsigned colours = cm_colour_count();
     uint64_t mask = colours >= 64 ? colours_mask : colours_mask & ((1ull << colours) - 1);
     if (size_bytes == 0 || size_bytes > ((size_t)1 << 40))
@@ -184,10 +245,10 @@ void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
     size_t filled = 0;
     cm_n_keep = 0;
     for (int round = 0; round < CM_MAX_ROUNDS && filled < need && filled != (size_t)-1; round++) {
-        /* expect share/colours of the frames to fit; ask for 1.5x plus
-         * slack, doubling each round */
+        /* expect share/colours of the frames to fit; reserve 1.5x plus
+         * slack, doubling each round (only what the walk needs is touched) */
         size_t pool = ((need - filled) * colours / share * 3 / 2 + 64) << round;
-        filled = cm_round(dst, filled, need, mask, colours, pool);
+        filled = cm_round(dst, filled, need, mask, colours, share, pool);
     }
     cm_release_pools();
     int err = 0;
