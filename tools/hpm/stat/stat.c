@@ -6,7 +6,12 @@
  * then --rounds intervals of hot/cold sampling. The CPU time of hpm stat
  * itself is measured around each report and printed as its cost.
  * `hpm stat --colours` runs the colour probe instead (colour_probe.c).
- * Exit status: 0 ok, 1 the process is gone or cannot be read, 2 usage. */
+ * A process that exits during the hot/cold rounds still gets its report:
+ * what was measured, with hot/cold marked incomplete (r->exited). A kernel
+ * thread (no user memory) is refused with one line.
+ * Exit status: 0 ok, 1 the process is gone, exited midway (after an
+ * incomplete report when that was during hot/cold) or cannot be read, or
+ * is a kernel thread, 2 usage. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,7 +50,8 @@ static void stat_usage(FILE *f) {
         "  --colours       probe whether page colours control the caches here\n"
         "  --help, --version\n"
         "  Options and the PID may come in any order; -- ends the options.\n"
-        "  Exit status: 0 ok, 1 the process is gone or cannot be read, 2 usage.\n");
+        "  Exit status: 0 ok, 1 the process is gone (a report of what was measured\n"
+        "  when it exited during hot/cold), cannot be read or is a kernel thread, 2 usage.\n");
 }
 
 static double now_s(void) {
@@ -105,12 +111,20 @@ static int report_fail(const stat_report_t *r, const char *what, int err, int qu
     return REPORT_ERROR;
 }
 
-/* Hot/cold rounds; a process that stops midway keeps the rounds done.
+/* Whether a hot/cold step failed because the process exited. */
+static int hot_gone(int pid, int err) { return err == -ESRCH || err == -ENOENT || gone_soon(pid); }
+
+/* Hot/cold rounds; a process that exits midway keeps the rounds done and
+ * sets r->exited (the report is printed, marked incomplete). A round is
+ * counted only if the process is still alive after it: the smaps of a
+ * process in exit reads empty, not as an error.
  * Without --interval the interval starts at 1 s and is raised so that the
  * whole report (region scan included) costs at most STAT_COST_BUDGET of
  * one core: interval >= (scan CPU / rounds + CPU of one round) / budget. */
 static int report_hot(stat_report_t *r, const stat_opts_t *o, double scan_cpu_s, int quiet) {
     r->rounds = 0;
+    r->rounds_wanted = o->rounds < STAT_MAX_ROUNDS ? o->rounds : STAT_MAX_ROUNDS;
+    r->exited = 0;
     r->wpd = -1;
     double slept = 0;
     for (int k = 0; k < o->rounds && k < STAT_MAX_ROUNDS; k++) {
@@ -121,6 +135,7 @@ static int report_hot(stat_report_t *r, const stat_opts_t *o, double scan_cpu_s,
                               r->pid, strerror(-err));
             return REPORT_OK;
         }
+        if (err && hot_gone(r->pid, err)) { r->exited = 1; return REPORT_OK; }
         if (err) return report_fail(r, "clearing its access bits", err, quiet);
         double interval = o->interval_s;
         if (o->interval_auto) {   /* a round costs about two clear_refs-sized walks */
@@ -130,6 +145,7 @@ static int report_hot(stat_report_t *r, const stat_opts_t *o, double scan_cpu_s,
         sleep_s(interval);
         slept += interval;
         err = stat_hot_round(r);
+        if ((err && hot_gone(r->pid, err)) || (!err && !stat_process_alive(r->pid))) { r->exited = 1; return REPORT_OK; }
         if (err) return report_fail(r, "reading Referenced from smaps", err, quiet);
         r->rounds++;
         r->interval_s = slept / r->rounds;
@@ -198,11 +214,22 @@ static int stat_pid(int pid, const stat_opts_t *o) {
         fprintf(stderr, "hpm stat: no process with pid %d\n", pid);
         return 1;
     }
+    if (stat_process_kthread(pid)) {   /* no mm: smaps is empty, pagemap fails */
+        read_comm(&r);
+        fprintf(stderr, "hpm stat: process %d (%s) is a kernel thread: it has no user memory to report\n", pid, r.comm);
+        return 1;
+    }
     int st = REPORT_OK;
     for (int n = 0; st == REPORT_OK; n++) {
         st = report_tries(&r, o, 0);
         if (st != REPORT_OK) break;
         if (report_print(&r, o) != 0) { st = REPORT_ERROR; break; }
+        if (r.exited) {
+            fprintf(stderr, "hpm stat: process %d exited while hot/cold was measured (after %d of %d intervals); "
+                            "the report above is incomplete\n", pid, r.rounds, r.rounds_wanted);
+            st = REPORT_GONE;
+            break;
+        }
         if (o->watch_s <= 0 || (o->count && n + 1 >= o->count)) break;
         sleep_s(o->watch_s);
     }
@@ -211,7 +238,9 @@ static int stat_pid(int pid, const stat_opts_t *o) {
 }
 
 /* Starts CMD and reports on it until it exits; prints the last complete
- * report (every report with --watch). Returns CMD's status when it failed. */
+ * report (every report with --watch), or, when CMD exited during the
+ * hot/cold rounds of its first report, that report marked incomplete.
+ * Returns CMD's status when it failed. */
 static int stat_command(char **argv, const stat_opts_t *o) {
     pid_t pid = fork();
     if (pid < 0) { perror("hpm stat: fork"); return 1; }
@@ -221,30 +250,35 @@ static int stat_command(char **argv, const stat_opts_t *o) {
         _exit(127);
     }
     stat_report_t r = {.pid = pid}, last = {.pid = pid};
-    int have_last = 0, status = 0;
+    int have_last = 0, status = 0;   /* have_last: a report is in last (complete unless last.exited) */
     sleep_s(o->interval_s < 0.05 ? o->interval_s : 0.05);   /* let it exec and start */
     while (waitpid(pid, &status, WNOHANG) == 0) {
         int st = report_tries(&r, o, 1);
         if (st == REPORT_ERROR) break;   /* the last try said why */
         if (st != REPORT_OK) continue;   /* it exited: waitpid picks it up */
         if (o->watch_s > 0) report_print(&r, o);
+        if (r.exited && have_last) continue;   /* keep the last complete one */
         stat_free_maps(&last);
         last = r;
         r.maps = NULL;
         r.n_maps = 0;
         have_last = 1;
-        if (o->watch_s > 0) sleep_s(o->watch_s);
+        if (o->watch_s > 0 && !r.exited) sleep_s(o->watch_s);
     }
     if (waitpid(pid, &status, 0) < 0 && errno != ECHILD) status = 0;
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (!have_last) {
-        fprintf(stderr, "hpm stat: '%s' exited before a complete report (%d rounds of %.3g s); "
+        fprintf(stderr, "hpm stat: '%s' exited before a report (%d rounds of %.3g s); "
                         "try --rounds 0 or a shorter --interval\n", argv[0], o->rounds, o->interval_s);
         stat_free_maps(&r);
         return rc ? rc : 1;
     }
     if (o->watch_s <= 0) report_print(&last, o);
-    fprintf(stderr, "hpm stat: '%s' exited with status %d; the report above is its last complete one\n", argv[0], rc);
+    if (last.exited)
+        fprintf(stderr, "hpm stat: '%s' exited with status %d while hot/cold was measured (after %d of %d intervals); "
+                        "the report above is incomplete\n", argv[0], rc, last.rounds, last.rounds_wanted);
+    else
+        fprintf(stderr, "hpm stat: '%s' exited with status %d; the report above is its last complete one\n", argv[0], rc);
     stat_free_maps(&r);
     stat_free_maps(&last);
     return rc;

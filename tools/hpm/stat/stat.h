@@ -81,7 +81,10 @@ typedef struct {
     uint64_t rollup_anon, rollup_thp;        /* smaps_rollup, for comparison */
     stat_region_sum_t rsum;
     /* hot/cold */
-    int rounds;
+    int rounds;                              /* intervals measured */
+    int rounds_wanted;                       /* intervals asked for (--rounds) */
+    int exited;                              /* the process exited during the hot/cold rounds:
+                                                hot/cold is incomplete, the rest was measured */
     double interval_s;
     double class_bytes[STAT_HOT_CLASSES];
     double wpd;                              /* -1 when not measured */
@@ -116,6 +119,7 @@ int stat_read_rollup(stat_report_t *r);              /* 0, or -errno */
 void stat_free_maps(stat_report_t *r);
 void stat_note_missing(stat_report_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int stat_process_alive(int pid);
+int stat_process_kthread(int pid);                   /* 1 for a kernel thread (no user memory) */
 /* stat_regions.c */
 int stat_scan_regions(stat_report_t *r, const stat_opts_t *o);   /* 0, or -errno */
 /* stat_hot.c */

@@ -25,17 +25,35 @@ void stat_note_missing(stat_report_t *r, const char *fmt, ...) {
     r->n_missing++;
 }
 
-int stat_process_alive(int pid) {
+/* The text of /proc/PID/stat after the command name ("S 1 ..."), in buf;
+ * NULL when the process is gone. */
+static const char *maps_proc_stat(int pid, char *buf, size_t size) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char buf[512];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    if (!f) return NULL;
+    size_t n = fread(buf, 1, size - 1, f);
     fclose(f);
     buf[n] = 0;
     char *rp = strrchr(buf, ')');   /* state follows the command name */
-    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+    return rp && rp[1] == ' ' ? rp + 2 : NULL;
+}
+
+int stat_process_alive(int pid) {
+    char buf[512];
+    const char *st = maps_proc_stat(pid, buf, sizeof buf);
+    return st && *st != 'Z' && *st != 'X';
+}
+
+#define MAPS_PF_KTHREAD 0x00200000ul   /* task flag of a kernel thread (linux/sched.h) */
+
+/* flags is the 9th field of /proc/PID/stat, the 7th after the command name. */
+int stat_process_kthread(int pid) {
+    char buf[512];
+    const char *st = maps_proc_stat(pid, buf, sizeof buf);
+    unsigned long flags = 0;
+    if (!st || sscanf(st, "%*c %*d %*d %*d %*d %*d %lu", &flags) != 1) return 0;
+    return (flags & MAPS_PF_KTHREAD) != 0;
 }
 
 static int maps_is_anon_name(const char *name) {

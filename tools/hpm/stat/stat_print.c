@@ -106,6 +106,9 @@ void stat_print_text(FILE *f, const stat_report_t *r, const stat_opts_t *o) {
         for (int c = 0; c < STAT_HOT_CLASSES; c++) fprintf(f, " %s %.1f", stat_hot_name[c], r->class_bytes[c] / 1048576.0);
         fprintf(f, "; WPD %.3f (0.1 all very cold .. 2.0 all very hot)\n", r->wpd);
     }
+    if (r->exited)
+        fprintf(f, "hot/cold: INCOMPLETE, the process exited after %d of %d intervals (the rest of this report "
+                   "was measured before)\n", r->rounds, r->rounds_wanted);
     print_alloc_text(f, r);
     for (int i = 0; i < r->n_missing; i++) fprintf(f, "not visible: %s\n", r->missing[i]);
     fprintf(f, "cost of this sample: %.1f ms CPU over %.2f s = %.2f%% of one core\n", r->cost_cpu_s * 1e3,
@@ -206,7 +209,8 @@ static void json_regions_hot(FILE *f, const stat_report_t *r) {
             (unsigned long long)s->pages_pmd, (unsigned long long)s->pages_thp, (unsigned long long)s->pages_zero);
     fprintf(f, "\"hot\":");
     if (r->wpd >= 0) {
-        fprintf(f, "{\"intervals\":%d,\"interval_s\":%.3f,\"wpd\":%.4f", r->rounds, r->interval_s, r->wpd);
+        fprintf(f, "{\"intervals\":%d,\"intervals_wanted\":%d,\"complete\":%s,\"interval_s\":%.3f,\"wpd\":%.4f",
+                r->rounds, r->rounds_wanted, r->exited ? "false" : "true", r->interval_s, r->wpd);
         for (int c = 0; c < STAT_HOT_CLASSES; c++) fprintf(f, ",\"%s_bytes\":%.0f", stat_hot_name[c], r->class_bytes[c]);
         fputc('}', f);
     } else {
@@ -217,8 +221,8 @@ static void json_regions_hot(FILE *f, const stat_report_t *r) {
 void stat_print_json(FILE *f, const stat_report_t *r, const stat_opts_t *o) {
     fprintf(f, "{\"pid\":%d,\"comm\":", r->pid);
     json_str(f, r->comm);
-    fprintf(f, ",\"root\":%s,\"pagemap_scan\":%s,\"kpageflags\":%s,", r->is_root ? "true" : "false",
-            r->pagemap_scan ? "true" : "false", r->kpageflags ? "true" : "false");
+    fprintf(f, ",\"root\":%s,\"pagemap_scan\":%s,\"kpageflags\":%s,\"exited\":%s,", r->is_root ? "true" : "false",
+            r->pagemap_scan ? "true" : "false", r->kpageflags ? "true" : "false", r->exited ? "true" : "false");
     fprintf(f, "\"coverage\":{\"anon_bytes\":%llu,\"thp_bytes\":%llu,\"pct\":%.3f,\"rollup_anon_bytes\":%llu,"
                "\"rollup_thp_bytes\":%llu,\"rollup_pct\":%.3f},",
             (unsigned long long)r->anon_bytes, (unsigned long long)r->thp_bytes, pct(r->thp_bytes, r->anon_bytes),

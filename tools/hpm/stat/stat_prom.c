@@ -61,6 +61,9 @@ static void prom_coverage(FILE *f, const stat_report_t *r) {
 }
 
 static void prom_hot(FILE *f, const stat_report_t *r) {
+    if (r->rounds_wanted > 0)
+        prom_one(f, r, "hpm_hot_complete", "gauge",
+                 "1 when every hot/cold interval was measured, 0 when the process exited before.", !r->exited);
     if (r->wpd < 0) return;   /* not measured (--rounds 0, or no access) */
     prom_family(f, "hpm_hot_bytes", "gauge", "Resident bytes by hotness class over the sampled intervals.");
     for (int c = 0; c < STAT_HOT_CLASSES; c++) prom_sample(f, r, "hpm_hot_bytes", "class", stat_hot_name[c], r->class_bytes[c]);
