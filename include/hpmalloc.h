@@ -132,7 +132,9 @@ int hpm_thread_colors(uint64_t mask);
 
 /* A virtually contiguous range of size_bytes (rounded up to 4 KiB) built from
  * 4 KiB frames whose physical frame number mod colour_count is in colours
- * (the BPM method). Needs root for pagemap PFNs. On failure returns NULL,
+ * (the BPM method). Needs root for pagemap PFNs. The range is zero-filled,
+ * like fresh mmap memory, and colour_count is HPM_COLOR_COUNT even on a
+ * process's first call (it starts the allocator). On failure returns NULL,
  * sets errno and a reason readable with hpm_colored_map_error(). */
 void *hpm_colored_map(size_t size_bytes, uint64_t colours);
 int hpm_colored_unmap(void *p, size_t size_bytes);
