@@ -34,6 +34,7 @@ HPM_API int hpm_option_set(hpm_option_t opt, long value) {
     pthread_mutex_lock(&options_lock);
     int err = _hpm_option_store(opt, value);
     if (!err) hpm_options_apply(&_hpm_ph);
+    if (!err && (opt == HPM_OPT_CCOW || opt == HPM_OPT_CCOW_RATE) && _hpm_ccow_option_set) _hpm_ccow_option_set(opt, value);
     pthread_mutex_unlock(&options_lock);
     if (err) { errno = err; return -1; }
     if (opt == HPM_OPT_RELEASE_DELAY_MS) _hpm_background_wake();   /* a shorter window counts at once */

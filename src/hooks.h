@@ -36,6 +36,15 @@ HPM_INTERNAL void *_hpm_meta_alloc(size_t size_bytes);
 HPM_INTERNAL void _hpm_init_slow(void);
 /* Formats like snprintf and writes to stderr through the OS table. */
 HPM_INTERNAL void _hpm_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* For the library's long-lived threads: without /proc the process's
+ * threads cannot be counted, so program_gone never holds and a program
+ * whose main thread ended with pthread_exit never exited (session 50's
+ * review). When no thread of the program holds a heap and the threads
+ * cannot be counted, such a thread ends itself, not the process: if it
+ * was the last thread, glibc exits the process with status 0 as it ends;
+ * if a program thread that never called the allocator still runs, only
+ * the background work stops until a later malloc starts it again. */
+HPM_INTERNAL bool _hpm_own_thread_steps_aside(void);
 
 /* Copies n_bytes (8-byte words, both sides 8-aligned) word by word with
  * relaxed atomics: the published counters are read while other threads
@@ -48,6 +57,9 @@ static inline void _hpm_copy_words_relaxed(void *dst, const void *src, size_t n_
 
 /* ---- provided by ccow/ (called once from the core's init, after options) ---- */
 HPM_INTERNAL void _hpm_ccow_init(void) __attribute__((weak));
+/* hpm_option_set of HPM_OPT_CCOW or HPM_OPT_CCOW_RATE (control.c, under
+ * its options lock): CCoW takes the one value changed, as hpm_ccow_config. */
+HPM_INTERNAL void _hpm_ccow_option_set(hpm_option_t opt, long value) __attribute__((weak));
 /* Returns a table that forwards to os but makes release,
  * unreserve_to_reserved and map_hugetlb wait while CCoW copies the
  * hugepage they touch. The core should give this table (not os) to the

@@ -901,15 +901,6 @@ HPM_INTERNAL extern bool _hpm_one_heap;
  * use (heap.c), with a wake of _hpm_bg_wake: the background thread then
  * looks soon whether the process must exit (init.c). */
 HPM_INTERNAL extern uint32_t _hpm_gone_hint;
-/* For the library's long-lived threads: without /proc the process's
- * threads cannot be counted, so program_gone never holds and a program
- * whose main thread ended with pthread_exit never exited (session 50's
- * review). When no thread of the program holds a heap and the threads
- * cannot be counted, such a thread ends itself, not the process: if it
- * was the last thread, glibc exits the process with status 0 as it ends;
- * if a program thread that never called the allocator still runs, only
- * the background work stops until a later malloc starts it again. */
-HPM_INTERNAL bool _hpm_own_thread_steps_aside(void);
 /* Bumped (rate-limited) when a sender finds an owner's inbox untaken
  * batch after batch (remote.c): the background thread then looks for
  * asleep owners at once (init.c, heap.c _hpm_heaps_drain_asleep). */

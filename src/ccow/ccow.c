@@ -50,7 +50,8 @@ static struct {
     _Atomic int disabled;
     _Atomic uint32_t fork_gen;     /* futex word: bumped by each fork in the parent */
     _Atomic uint64_t fork_ns;
-    bool thread_started, probed;
+    atomic_bool thread_started;   /* cleared by the thread itself when it steps aside (no /proc) */
+    bool probed;
     uintptr_t *list;
     ccow_region_t *regions;
     size_t cap;
@@ -354,6 +355,10 @@ static void *ccow_thread(void *arg) {
         if (gen == seen) {
             _hpm_ccow_os->futex_wait((uint32_t *)&S.fork_gen, gen, HPM_GONE_LOOK_NS);
             if (_hpm_os->program_gone && _hpm_os->program_gone()) break;   /* the process exits with the library's last thread */
+            if (_hpm_own_thread_steps_aside()) {   /* no /proc: end, not the process; the next fork starts it again */
+                atomic_store(&S.thread_started, false);
+                break;
+            }
             continue;
         }
         seen = gen;
@@ -380,8 +385,8 @@ static void atfork_parent(void) {
     stat_add(&_hpm_stats->ccow_forks, 1);
     atomic_store_explicit(&S.fork_ns, _hpm_os->now_ns(), memory_order_release);
     atomic_fetch_add_explicit(&S.fork_gen, 1, memory_order_acq_rel);
-    if (!S.thread_started) {
-        S.thread_started = true;
+    if (!atomic_load(&S.thread_started)) {
+        atomic_store(&S.thread_started, true);
         int err = _hpm_os->thread_start(ccow_thread, NULL);
         if (err) { ccow_disable("thread", err); return; }
     }
@@ -390,7 +395,7 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
     _hpm_ccow_guard_unlock();
-    S.thread_started = false;
+    atomic_store(&S.thread_started, false);
     _hpm_ccow_copy_after_fork_child();
     if (_hpm_stats) __atomic_store_n(&_hpm_stats->ccow_active, 0, __ATOMIC_RELAXED);
 }
@@ -421,6 +426,13 @@ void _hpm_ccow_init(void) {
     _hpm_os = _hpm_ccow_os_guard(_hpm_os);
     int err = pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     if (err) ccow_disable("pthread_atfork", err);
+}
+
+void _hpm_ccow_option_set(hpm_option_t opt, long value) {
+    _hpm_ccow_init();
+    if (opt == HPM_OPT_CCOW) mode_store(value == 0 || value < -1 || value > CCOW_OPT_HISTORY ? CCOW_OPT_OFF : value,
+                                        atomic_load_explicit(&S.rate_mib_s, memory_order_acquire));
+    else if (opt == HPM_OPT_CCOW_RATE) mode_store(atomic_load_explicit(&S.opt, memory_order_acquire), value);
 }
 
 void _hpm_ccow_set_mech(ccow_mech_t m) {

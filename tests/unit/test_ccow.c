@@ -312,6 +312,19 @@ int main(void) {
     one_period("history/second", n_regions, 1);
     CHECK(n_recovered * 2 > n_huge_cases, "heap back to 90%% huge in %d of %d periods", n_recovered, n_huge_cases);
     CHECK(hpm_ccow_config("bogus", 0) == -1 && hpm_ccow_config("80", -1) == -1);
+    /* hpm_option_set of HPM_CCOW and HPM_CCOW_RATE changes the mode as
+     * hpm_ccow_config does (before session 51 it changed nothing) */
+    static const struct { hpm_option_t o; long v; const char *state; } sets[] = {
+        {HPM_OPT_CCOW, 101, "all"}, {HPM_OPT_CCOW_RATE, 300, "all rate=300"}, {HPM_OPT_CCOW, 40, "T=40 rate=300"},
+        {HPM_OPT_CCOW_RATE, 0, "T=40"}, {HPM_OPT_CCOW, -1, "off"},
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        hpm_stats_t os;
+        CHECK(hpm_option_set(sets[i].o, sets[i].v) == 0, "hpm_option_set(%d, %ld)", sets[i].o, sets[i].v);
+        ccow_stats_read(&os);
+        CHECK(strcmp(os.ccow_state, sets[i].state) == 0, "after hpm_option_set(%d, %ld): ccow_state '%s', want '%s'",
+              sets[i].o, sets[i].v, os.ccow_state, sets[i].state);
+    }
     atomic_store(&stop_req, 1);
     for (int i = 0; i < N_WRITERS; i++) pthread_join(th[i], NULL);
     size_t bad = 0;
