@@ -144,6 +144,14 @@ static int collapse_one(hpm_pageheap_t *ph, uintptr_t addr) {
     return e;
 }
 
+void _hpm_hp_collapsed(uintptr_t addr) {
+    hpm_pageheap_t *ph = &_hpm_ph;
+    pthread_mutex_lock(&ph->lock);
+    hpm_hp_t *hp = _hpm_arena_of_addr(ph, addr) ? hpm_hp_of_addr(ph, addr) : NULL;
+    if (hp && hp->state == HP_ACTIVE) _hpm_ph_subrel_forget(ph, hp);
+    pthread_mutex_unlock(&ph->lock);   /* not hpm_ph_unlock: CCoW's thread leaves the small start's queue alone */
+}
+
 /* Outside the lock, another thread may be writing the hugepage; the
  * kernel then answers EAGAIN (a transient failure). An impatient caller
  * (a malloc's own thread) tries once more at once. A patient one (the

@@ -28,6 +28,10 @@ HPM_INTERNAL long _hpm_option(hpm_option_t opt);
  * may exceed max). Safe to call from any thread; takes the heap lock
  * briefly. */
 HPM_INTERNAL size_t _hpm_hp_list_in_use(uintptr_t *out, size_t max);
+/* CCoW collapsed the hugepage at addr (MADV_COLLAPSE): the pages a trim
+ * had given back inside it are resident again, and are forgotten so that
+ * a later trim gives them back again (collapse.c). */
+HPM_INTERNAL void _hpm_hp_collapsed(uintptr_t addr);
 /* Allocation for feature metadata that must never recurse into malloc:
  * zeroed, 64-byte aligned, never freed. NULL when out of memory. */
 HPM_INTERNAL void *_hpm_meta_alloc(size_t size_bytes);

@@ -146,6 +146,7 @@ static int collapse_retry(uintptr_t region) {
     warm_one_hugepage();
     for (int i = 0; i < COLLAPSE_TRIES; i++) {
         err = _hpm_os->collapse((void *)region, HPM_HP_BYTES);
+        if (err == 0) _hpm_hp_collapsed(region);   /* pages a trim gave back there are resident again */
         if (err != EAGAIN) return err;
         _hpm_os->sleep_ns(100000);
     }
