@@ -2,10 +2,13 @@
  * the guards that keep them from racing with fork and with the core.
  *
  *   swap      copy the region into a warm MADV_DONTFORK spare while
- *             userfaultfd write-protect holds writers back, mremap the
- *             spare over the region, MADV_DOFORK it (a moved spare carries
- *             VM_DONTFORK, and the next child would lose the region), wake
- *             the writers. Nothing takes mmap_lock for the copy itself.
+ *             userfaultfd write-protect (unpopulated pages included)
+ *             holds writers back, mremap the spare over the region,
+ *             MADV_DOFORK it (a moved spare carries VM_DONTFORK, and the
+ *             next child would lose the region), wake the writers. Only
+ *             for a region that is rw-p throughout and whose every page
+ *             shows the write-protect bit; any other goes to collapse.
+ *             Nothing takes mmap_lock for the copy itself.
  *   collapse  one atomic no-op read-modify-write (so a fully PMD-shared
  *             region is split and has something to collapse), then
  *             MADV_COLLAPSE: the kernel copies under its own locks.
@@ -28,6 +31,7 @@
 
 #define SPARE_MAX 64
 #define COLLAPSE_TRIES 4
+#define SWAP_ELSEWHERE EXDEV   /* this region cannot be swapped safely: collapse it */
 
 static pthread_mutex_t fork_guard = PTHREAD_MUTEX_INITIALIZER;
 static uintptr_t spares[SPARE_MAX];
@@ -203,17 +207,41 @@ static bool swap_usable(void) {
     return uffd >= 0;
 }
 
-static int precopy_swap(uintptr_t region, uint32_t *shared_before) {
-    uintptr_t spare = spare_take();
-    if (!spare) return ENOMEM;
-    _hpm_ccow_guard_lock();
-    busy_begin(region);
-    int err = ENOENT;
-    if (!region_still_mapped(region, shared_before)) goto out;
-    err = _hpm_ccow_os->uffd_protect(uffd, (void *)region, HPM_HP_BYTES);
-    if (err) { _hpm_ccow_os->uffd_release(uffd, (void *)region, HPM_HP_BYTES); goto out; }
-    memcpy((void *)spare, (const void *)region, HPM_HP_BYTES);
-    err = _hpm_ccow_os->remap_fixed((void *)spare, (void *)region, HPM_HP_BYTES);
+/* Every page of the region write-protected: pagemap bit 57 (uffd-wp) on
+ * each entry, present, swapped and unpopulated pages alike (the last hold
+ * a marker with WP_UNPOPULATED). A page without it could take a write
+ * that the mremap would then drop. */
+static bool region_write_protected(uintptr_t region) {
+    uint64_t pm[HPM_PAGES_PER_HP];
+    if (_hpm_os->pagemap((const void *)region, HPM_PAGES_PER_HP, pm) != 0) return false;
+    for (uint32_t i = 0; i < HPM_PAGES_PER_HP; i++)
+        if (!((pm[i] >> 57) & 1)) return false;
+    return true;
+}
+
+/* 0 when the whole region is rw-p; SWAP_ELSEWHERE when some page has
+ * other protections; ENOSYS (swap off for the process) when the kernel
+ * cannot tell. */
+static int region_rw(uintptr_t region) {
+    int err = _hpm_ccow_os->range_rw((void *)region, HPM_HP_BYTES);
+    return err == 0 ? 0 : err == EACCES ? SWAP_ELSEWHERE : ENOSYS;
+}
+
+/* Runs under write-protect: copies the region into the spare and checks,
+ * just before the mremap, that the swap keeps every write and every
+ * protection. SWAP_ELSEWHERE when it would not (a page lost its
+ * write-protect, or the program protected a page meanwhile). */
+static int swap_copy(uintptr_t region, uintptr_t spare) {
+    int err = _hpm_ccow_os->copy_nofault((void *)spare, (const void *)region, HPM_HP_BYTES);
+    if (err == EFAULT) return SWAP_ELSEWHERE;   /* a page became inaccessible */
+    if (err) return err;
+    if (!region_write_protected(region)) return SWAP_ELSEWHERE;
+    return region_rw(region);
+}
+
+/* Moves the spare over the region and lets the next child have it. */
+static int swap_remap(uintptr_t region, uintptr_t spare) {
+    int err = _hpm_ccow_os->remap_fixed((void *)spare, (void *)region, HPM_HP_BYTES);
     uint32_t ignored;
     if (err && !region_still_mapped(region, &ignored)) {
         /* mremap can fail after unmapping the destination: the spare holds
@@ -222,12 +250,30 @@ static int precopy_swap(uintptr_t region, uint32_t *shared_before) {
         err = _hpm_ccow_os->remap_fixed((void *)spare, (void *)region, HPM_HP_BYTES);
         if (err) _hpm_message("hpmalloc: ccow: mremap failed (%d) and left the region at %p unmapped\n", err, (void *)region);
     }
-    if (!err) {
-        spare = 0;
-        int e2 = _hpm_os->dontfork((void *)region, HPM_HP_BYTES, false);
-        if (e2) e2 = _hpm_os->dontfork((void *)region, HPM_HP_BYTES, false);
-        if (e2) _hpm_message("hpmalloc: ccow: MADV_DOFORK failed (%d) after a swap\n", e2);
-    }
+    if (err) return err;
+    int e2 = _hpm_os->dontfork((void *)region, HPM_HP_BYTES, false);
+    if (e2) e2 = _hpm_os->dontfork((void *)region, HPM_HP_BYTES, false);
+    if (e2) _hpm_message("hpmalloc: ccow: MADV_DOFORK failed (%d) after a swap\n", e2);
+    return 0;
+}
+
+/* The spare is mapped read-write: a region with any other protection
+ * (a guard page the program made PROT_READ or PROT_NONE) is left to
+ * collapse, which keeps protections. Checked before the write-protect and
+ * again after the copy, right before the mremap. */
+static int precopy_swap(uintptr_t region, uint32_t *shared_before) {
+    uintptr_t spare = spare_take();
+    if (!spare) return ENOMEM;
+    _hpm_ccow_guard_lock();
+    busy_begin(region);
+    int err = ENOENT;
+    if (!region_still_mapped(region, shared_before)) goto out;
+    err = region_rw(region);
+    if (err) goto out;
+    err = _hpm_ccow_os->uffd_protect(uffd, (void *)region, HPM_HP_BYTES);
+    if (!err) err = swap_copy(region, spare);
+    if (!err) err = swap_remap(region, spare);
+    if (!err) spare = 0;
     _hpm_ccow_os->uffd_release(uffd, (void *)region, HPM_HP_BYTES);
 out:
     busy_end();
@@ -240,9 +286,9 @@ int _hpm_ccow_precopy(uintptr_t region, ccow_mech_t mech, uint32_t *shared_befor
     *shared_before = 0;
     if (mech == CCOW_MECH_SWAP && swap_usable()) {
         int err = precopy_swap(region, shared_before);
-        if (err != EINVAL && err != ENOSYS && err != EPERM && err != ENOMEM) return err;
+        if (err != EINVAL && err != ENOSYS && err != EPERM && err != ENOMEM && err != SWAP_ELSEWHERE) return err;
         /* This region (or the whole mechanism) cannot be swapped: collapse. */
-        if (err != ENOMEM) { _hpm_ccow_os->close_fd(uffd); uffd = -2; }
+        if (err != ENOMEM && err != SWAP_ELSEWHERE) { _hpm_ccow_os->close_fd(uffd); uffd = -2; }
     }
     return precopy_collapse(region, mech == CCOW_MECH_PREFAULT, shared_before);
 }

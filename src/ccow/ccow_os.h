@@ -1,6 +1,7 @@
 /* ccow_os.h: the OS calls CCoW needs beyond the core's table (prim.h):
- * userfaultfd write-protect, mremap over a region, warm spare hugepages
- * kept MADV_DONTFORK, and the futex and yield its thread waits with.
+ * userfaultfd write-protect, a range's protections, a copy that cannot
+ * fault, mremap over a region, warm spare hugepages kept MADV_DONTFORK,
+ * and the futex and yield its thread waits with.
  * Nothing else in src/ccow/ calls the kernel: every other system call goes
  * through the core's hpm_os_t (_hpm_os). Like prim.h, functions return 0 or an
  * errno value (never -1) unless they return a pointer (NULL on failure);
@@ -14,16 +15,31 @@
 
 typedef struct hpm_ccow_os_s {
     /* A userfaultfd usable for write-protect, with kernel-mode faults
-     * handled (not UFFD_USER_MODE_ONLY). Returns the fd, or -errno. */
+     * handled (not UFFD_USER_MODE_ONLY) and UFFD_FEATURE_WP_UNPOPULATED
+     * (Linux 6.4), so that write-protect covers pages that are not
+     * present too. Returns the fd, or -errno (-ENOTSUP without the
+     * feature). */
     int (*uffd_open)(void);
     /* Registers [addr, addr+len) for write-protect faults and
-     * write-protects it: from return until uffd_release no thread can
-     * store there (TLBs are flushed). */
+     * write-protects it, present pages and unpopulated ones alike: from
+     * return until uffd_release no thread can store there (TLBs are
+     * flushed). */
     int (*uffd_protect)(int uffd, void *addr, size_t len_bytes);
     /* Lifts the write-protect if the range is still the registered
-     * mapping, reads and drops every pending fault message, then wakes
-     * the threads that faulted in [addr, addr+len). */
+     * mapping, reads and drops every pending fault message, wakes the
+     * threads that faulted in [addr, addr+len), and unregisters the range
+     * (a registered mapping would refuse a later MADV_COLLAPSE over
+     * unpopulated pages and would not merge with its neighbours). */
     int (*uffd_release)(int uffd, void *addr, size_t len_bytes);
+    /* 0 when every page of [addr, addr+len) lies in private mappings that
+     * are readable and writable and nothing else (rw-p); EACCES when some
+     * page has other protections; another errno when the kernel cannot
+     * tell (ENOTTY: no PROCMAP_QUERY, before Linux 6.11). */
+    int (*range_rw)(void *addr, size_t len_bytes);
+    /* Copies len bytes from src to dst through the kernel
+     * (process_vm_readv on this process): a page that cannot be read
+     * fails the copy with EFAULT instead of raising SIGSEGV. */
+    int (*copy_nofault)(void *dst, const void *src, size_t len_bytes);
     /* mremap(src, len, len, MAYMOVE|FIXED, dst): dst's old pages go away. */
     int (*remap_fixed)(void *src, void *dst, size_t len_bytes);
     /* A 2 MiB-aligned, THP-advised, MADV_DONTFORK range of len_bytes,

@@ -6,7 +6,10 @@
  * sharing with an atomic no-op write, on the region's first page or on
  * every shared page: on such a page the CCoW thread took SIGSEGV, and the
  * program died right after its fork (session 50's review). Now they use
- * MADV_POPULATE_WRITE, which fails on that page instead.
+ * MADV_POPULATE_WRITE, which fails on that page instead. The swap
+ * mechanism copied such a region with memcpy (SIGSEGV on PROT_NONE) and
+ * mapped it back read-write; now it leaves any region that is not rw-p
+ * throughout to collapse (test_ccowswap.c checks the protections).
  *
  * The program runs itself again with HPM_CCOW_MECH set to each mechanism;
  * there, with CCoW on for every region: 16 blocks of 1 MiB, the first page
@@ -82,5 +85,6 @@ int main(int argc, char **argv) {
     }
     th_run_self_with("HPM_CCOW_MECH", "collapse", argv);
     th_run_self_with("HPM_CCOW_MECH", "prefault", argv);
+    th_run_self_with("HPM_CCOW_MECH", "swap", argv);
     return TEST_DONE();
 }
