@@ -279,6 +279,9 @@ out:
     busy_end();
     _hpm_ccow_guard_unlock();
     if (spare) spare_put_back(spare);
+    /* every page of the spare is resident, the ones a trim had given back
+     * included; not under busy: a release holding ph->lock waits for it */
+    if (!err) _hpm_hp_collapsed(region);
     return err;
 }
 
