@@ -232,5 +232,6 @@ void _hpm_ph_collapse_start(hpm_pageheap_t *ph) {
 void _hpm_ph_collapse_fork_child(hpm_pageheap_t *ph) {
     ph->collapse_running = false;
     ph->collapse_want = ph->collapse_ripe = 0;
+    ph->collapsing_hp = 0;   /* the parent's collapse in flight is not the child's */
     ph->ripe_off = true;
 }
