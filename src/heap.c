@@ -74,6 +74,11 @@ static bool many_heaps_backed_whole(void) {
 bool _hpm_one_heap = true;
 uint32_t _hpm_gone_hint, _hpm_asleep_hint, _hpm_bg_wake;
 
+bool _hpm_own_thread_steps_aside(void) {   /* hooks.h: the background thread's and CCoW's */
+    return __atomic_load_n(&_hpm_ph.heaps_live, __ATOMIC_RELAXED) == 0 && _hpm_os->threads_uncountable &&
+           _hpm_os->threads_uncountable();
+}
+
 void _hpm_background_wake(void) {
     __atomic_add_fetch(&_hpm_bg_wake, 1, __ATOMIC_RELEASE);
     if (_hpm_os->wake_word) _hpm_os->wake_word(&_hpm_bg_wake);

@@ -134,11 +134,6 @@ static uint32_t wake_seen, gone_seen, asleep_seen;
 
 static bool gone(void) { return _hpm_os->program_gone && _hpm_os->program_gone(); }
 
-bool _hpm_own_thread_steps_aside(void) {
-    return __atomic_load_n(&_hpm_ph.heaps_live, __ATOMIC_RELAXED) == 0 && _hpm_os->threads_uncountable &&
-           _hpm_os->threads_uncountable();
-}
-
 static bool gone_soon(void) {
     for (int i = 0; i < GONE_SOON_LOOKS; i++) {
         _hpm_os->sleep_ns(GONE_SOON_NS);

@@ -26,7 +26,7 @@
  *    the process must still exit, and "bgquiet", where a thread that
  *    never calls the allocator outlives the worker and ends the process
  *    with _exit(9) 700 ms on, must run to its end (the library's thread
- *    ends itself, never the process: init.c, _hpm_own_thread_steps_aside);
+ *    ends itself, never the process: heap.c, _hpm_own_thread_steps_aside);
  *    so must case 2 ("ccow"), CCoW's thread stepping aside alike.
  *    1c. "bglate": the same, the worker ending 260 ms after the
  *    background thread started; it writes the time of its end to a file
