@@ -144,6 +144,14 @@ static bool gone_soon(void) {
 
 enum { WOKE_GONE, WOKE_TIME, WOKE_ASLEEP, WOKE_ASIDE, WOKE_WINDOW };
 
+/* The release window the background thread ticks by (a quarter of it):
+ * HPM_RELEASE_DELAY, or 1 s when that is 0 (released at once; the tick
+ * then serves the drains). */
+static uint64_t window_ms(void) {
+    uint64_t ms = __atomic_load_n(&_hpm_ph.release_delay_ms, __ATOMIC_RELAXED);
+    return ms ? ms : 1000;
+}
+
 /* Sleeps until end_ns, looking at least every HPM_GONE_LOOK_NS, and soon
  * after a gone hint, whether the program's own threads have all ended
  * (WOKE_GONE: the library's thread then ends too, and the process exits
@@ -155,8 +163,7 @@ static int background_sleep(uint64_t end_ns, uint64_t delay_ms) {
     for (;;) {
         uint64_t now = _hpm_os->now_ns();
         if (now >= end_ns) return WOKE_TIME;
-        uint64_t delay_now_ms = __atomic_load_n(&_hpm_ph.release_delay_ms, __ATOMIC_RELAXED);
-        if ((delay_now_ms ? delay_now_ms : 1000) != delay_ms) return WOKE_WINDOW;
+        if (window_ms() != delay_ms) return WOKE_WINDOW;
         uint64_t step = end_ns - now < HPM_GONE_LOOK_NS ? end_ns - now : HPM_GONE_LOOK_NS;
         if (_hpm_os->wait_word) _hpm_os->wait_word(&_hpm_bg_wake, wake_seen, step);   /* at once if a hint came */
         else _hpm_os->sleep_ns(step);
@@ -188,8 +195,7 @@ static void *background_main(void *arg) {
     uint64_t tick_ns = 0, look_ns = 0;   /* when the next tick is due, and the next look (0: none) */
     uint64_t tick_delay_ms = 0;          /* the window that tick_ns was set for */
     for (;;) {
-        uint64_t delay_ms = __atomic_load_n(&_hpm_ph.release_delay_ms, __ATOMIC_RELAXED);
-        if (!delay_ms) delay_ms = 1000;
+        uint64_t delay_ms = window_ms();
         uint64_t due_ns = _hpm_os->now_ns() + delay_ms * 1000000ull / 4;
         /* a window shortened at run time (hpm_option_set wakes this
          * thread) counts now, not at the tick the old one set */

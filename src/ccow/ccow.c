@@ -408,12 +408,14 @@ static void mode_store(long opt, long rate) {
     state_publish();
 }
 
+/* HPM_CCOW's value as a mode: one it does not know is off. */
+static long opt_known(long opt) { return opt == 0 || opt < -1 || opt > CCOW_OPT_HISTORY ? CCOW_OPT_OFF : opt; }
+
 void _hpm_ccow_init(void) {
     static bool done;
     if (done) return;
     done = true;
-    long opt = _hpm_option(HPM_OPT_CCOW);
-    if (opt == 0 || opt < -1 || opt > CCOW_OPT_HISTORY) opt = CCOW_OPT_OFF;
+    long opt = opt_known(_hpm_option(HPM_OPT_CCOW));
     if (!getenv("HPM_CCOW")) opt = CCOW_DEFAULT_OPT;   /* the default: see docs/ccow.md */
     __atomic_store_n(&S.t_pct, CCOW_ADAPTIVE_START_T, __ATOMIC_RELAXED);
     const char *mech = getenv("HPM_CCOW_MECH");
@@ -430,8 +432,7 @@ void _hpm_ccow_init(void) {
 
 void _hpm_ccow_option_set(hpm_option_t opt, long value) {
     _hpm_ccow_init();
-    if (opt == HPM_OPT_CCOW) mode_store(value == 0 || value < -1 || value > CCOW_OPT_HISTORY ? CCOW_OPT_OFF : value,
-                                        atomic_load_explicit(&S.rate_mib_s, memory_order_acquire));
+    if (opt == HPM_OPT_CCOW) mode_store(opt_known(value), atomic_load_explicit(&S.rate_mib_s, memory_order_acquire));
     else if (opt == HPM_OPT_CCOW_RATE) mode_store(atomic_load_explicit(&S.opt, memory_order_acquire), value);
 }
 

@@ -59,10 +59,10 @@ enum { BLOCK = 256, HEAP_MIB = 2 * (HPM_SMALL_START_HP + 2), N = (int)(HEAP_MIB 
 
 static long huge_kb(void) { return th_field_kb("/proc/self/smaps_rollup", "AnonHugePages"); }
 
-/* HEAP_MIB of 256-byte blocks, each filled with its own byte. */
-static unsigned char **fill(void) {
-    unsigned char **p = malloc(N * sizeof *p);
-    for (int i = 0; p && i < N; i++) {
+/* n 256-byte blocks, each filled with its own byte; NULL if any failed. */
+static unsigned char **fill_n(int n) {
+    unsigned char **p = malloc(n * sizeof *p);
+    for (int i = 0; p && i < n; i++) {
         p[i] = malloc(BLOCK);
         if (!p[i]) return NULL;
         memset(p[i], i & 0xff, BLOCK);
@@ -70,12 +70,18 @@ static unsigned char **fill(void) {
     return p;
 }
 
-static int lost(unsigned char **p) {
+/* HEAP_MIB of them. */
+static unsigned char **fill(void) { return fill_n(N); }
+
+/* Blocks of p[0..n) (NULL: freed) that lost their contents. */
+static int lost_n(unsigned char **p, int n) {
     int bad = 0;
-    for (int i = 0; i < N; i++)
-        if (p[i][0] != (unsigned char)(i & 0xff) || p[i][BLOCK - 1] != (unsigned char)(i & 0xff)) bad++;
+    for (int i = 0; i < n; i++)
+        if (p[i] && (p[i][0] != (unsigned char)(i & 0xff) || p[i][BLOCK - 1] != (unsigned char)(i & 0xff))) bad++;
     return bad;
 }
+
+static int lost(unsigned char **p) { return lost_n(p, N); }
 
 /* HPM_BACKGROUND=0: the collapse happens in this thread, before the
  * malloc that queued it returns. */
@@ -95,14 +101,9 @@ static int run_sync(void) {
  * (the last one partly), and the small start does not end. */
 enum { RIPE_MIB = 6, RIPE_N = (int)(RIPE_MIB * MIB / BLOCK) };
 static int run_ripe(void) {
-    unsigned char **p = malloc(RIPE_N * sizeof *p);
-    CHECK(p != NULL);
+    unsigned char **p = fill_n(RIPE_N);
+    CHECK(p != NULL, "%d MiB of blocks", RIPE_MIB);
     if (!p) return TEST_DONE();
-    for (int i = 0; i < RIPE_N; i++) {
-        p[i] = malloc(BLOCK);
-        if (!p[i]) { CHECK(0, "block %d", i); return TEST_DONE(); }
-        memset(p[i], i & 0xff, BLOCK);
-    }
     long kb = 0;
     for (int i = 0; i < 300 && (kb = huge_kb()) < (long)(4 * MIB / 1024); i++) usleep(10000);
     printf("ripe: %d collapse calls (%d succeeded), %d in the main thread; AnonHugePages %ld KiB; small start %s\n",
@@ -113,9 +114,7 @@ static int run_ripe(void) {
     /* hugepage 0 holds the pointer array too; at least two are full of blocks */
     CHECK(kb >= (long)(4 * MIB / 1024), "AnonHugePages %ld KiB after 3 s", kb);
     CHECK(kb <= (long)(RIPE_MIB * MIB / 1024) + 2048, "AnonHugePages %ld KiB: only the full ones", kb);
-    int bad = 0;
-    for (int i = 0; i < RIPE_N; i++)
-        if (p[i][0] != (unsigned char)(i & 0xff) || p[i][BLOCK - 1] != (unsigned char)(i & 0xff)) bad++;
+    int bad = lost_n(p, RIPE_N);
     CHECK(bad == 0, "%d blocks lost their contents", bad);
 
     /* A forked child fills the next hugepage as densely: it must not
@@ -145,14 +144,9 @@ static int run_ripe(void) {
 enum { TRIM_MIB = 12, TRIM_N = (int)(TRIM_MIB * MIB / BLOCK), TRIM_RUN = (int)(256 * 1024 / BLOCK) };
 static long rss_kb(void) { return th_field_kb("/proc/self/smaps_rollup", "Rss"); }
 static int run_trim(void) {
-    unsigned char **p = malloc(TRIM_N * sizeof *p);
-    CHECK(p != NULL);
+    unsigned char **p = fill_n(TRIM_N);
+    CHECK(p != NULL, "%d MiB of blocks", TRIM_MIB);
     if (!p) return TEST_DONE();
-    for (int i = 0; i < TRIM_N; i++) {
-        p[i] = malloc(BLOCK);
-        if (!p[i]) { CHECK(0, "block %d", i); return TEST_DONE(); }
-        memset(p[i], i & 0xff, BLOCK);
-    }
     /* free three runs of 256 KiB in every four: whole slabs empty */
     for (int i = 0; i < TRIM_N; i++)
         if ((i / TRIM_RUN) % 4 != 0) { free(p[i]); p[i] = NULL; }
@@ -188,9 +182,7 @@ static int run_trim(void) {
           (unsigned long long)st.pages_subreleased, (unsigned long long)given_back);
     CHECK(rss_collapsed - rss_again >= (long)given_back * 4 / 2, "the second trim: RSS %ld -> %ld KiB", rss_collapsed,
           rss_again);
-    int bad = 0;
-    for (int i = 0; i < TRIM_N; i++)
-        if (p[i] && (p[i][0] != (unsigned char)(i & 0xff) || p[i][BLOCK - 1] != (unsigned char)(i & 0xff))) bad++;
+    int bad = lost_n(p, TRIM_N);
     CHECK(bad == 0, "%d blocks lost their contents", bad);
     return TEST_DONE();
 }
