@@ -3,7 +3,15 @@
  * over Anonymous, from /proc/self/smaps_rollup), every object keeps its
  * contents, and once everything is freed and the release window has
  * passed, RSS falls back without any further allocator call (the
- * background release thread). */
+ * background release thread).
+ *
+ * Two allowances for a loaded machine (session 52; the test once failed
+ * in 16 runs while other jobs loaded it, and did not say which check):
+ * the coverage may fall short by what the kernel itself could not give
+ * (/proc/vmstat thp_fault_fallback during the run: memory fragmented by
+ * what ran before, as tests/scripts/pages_modes.sh allows), and the
+ * release is awaited for up to 10 s instead of a fixed 2 s. Every check
+ * says what it measured when it fails. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +22,22 @@
 
 static long smaps_kb(const char *field) { return th_field_kb("/proc/self/smaps_rollup", field); }
 
+/* A counter of /proc/vmstat, or -1. */
+static long vmstat_of(const char *name) {
+    FILE *f = fopen("/proc/vmstat", "r");
+    if (!f) return -1;
+    char key[64];
+    long v, found = -1;
+    while (fscanf(f, "%63s %ld", key, &v) == 2)
+        if (strcmp(key, name) == 0) { found = v; break; }
+    fclose(f);
+    return found;
+}
+
 int main(void) {
     CHECK(hpm_option_set(HPM_OPT_RELEASE_DELAY_MS, 300) == 0);
     long rss0 = smaps_kb("Rss");
+    long fallback0 = vmstat_of("thp_fault_fallback");
     const size_t target = (size_t)256 << 20;
     size_t n = 0, total = 0, cap = target / 16;
     void **ptrs = malloc(cap * sizeof *ptrs);   /* itself a large allocation */
@@ -46,7 +67,17 @@ int main(void) {
     } while (cov < 95.0 && ++looks < 60);
     printf("256 MiB mixed small objects: AnonHugePages %ld KiB of Anonymous %ld KiB = %.1f%% (after %d ms)\n", huge, anon,
            cov, looks * 50);
-    CHECK(cov >= 95.0, "coverage %.1f%% < 95%%", cov);
+    long fallbacks = vmstat_of("thp_fault_fallback") - fallback0;   /* system-wide: an upper bound on ours */
+    if (cov < 95.0) {
+        /* the shortfall must be the kernel's: each fallback cost at most one hugepage */
+        long short_kb = (long)(0.95 * (double)anon) - huge;
+        printf("coverage %.1f%%: %ld KiB short of 95%%; kernel THP fault fallbacks during the run: %ld\n", cov, short_kb,
+               fallbacks);
+        CHECK(fallbacks > 0 && short_kb <= fallbacks * 2048, "coverage %.1f%% < 95%%, %ld KiB short, %ld fallbacks", cov,
+              short_kb, fallbacks);
+    } else {
+        CHECK(cov >= 95.0);
+    }
     hpm_stats_t st;
     hpm_stats_get(&st);
     CHECK(st.bytes_in_use >= total, "bytes_in_use %llu < %zu", (unsigned long long)st.bytes_in_use, total);
@@ -67,13 +98,20 @@ int main(void) {
     long rss_full = smaps_kb("Rss");
     for (size_t i = 0; i < n; i++) free(ptrs[i]);
     free(ptrs);
-    sleep(2);   /* the window is 300 ms; the background thread ticks every 75 ms */
-    long rss_after = smaps_kb("Rss");
-    hpm_stats_get(&st);
-    printf("RSS: start %ld KiB, full %ld KiB, 2 s after freeing %ld KiB; hugepages released %llu, cached %llu\n",
-           rss0, rss_full, rss_after, (unsigned long long)st.hp_released, (unsigned long long)st.hp_cached);
     long added = rss_full - rss0;
-    CHECK(added > 200 * 1024);
+    /* The window is 300 ms and the background thread ticks every 75 ms, so
+     * this takes about 0.4 s; up to 10 s for a loaded machine. */
+    long rss_after = 0;
+    int waited_ms = 0;
+    do {
+        usleep(100 * 1000);
+        waited_ms += 100;
+        rss_after = smaps_kb("Rss");
+    } while (rss_after - rss0 >= added / 10 && waited_ms < 10000);
+    hpm_stats_get(&st);
+    printf("RSS: start %ld KiB, full %ld KiB, %d ms after freeing %ld KiB; hugepages released %llu, cached %llu\n",
+           rss0, rss_full, waited_ms, rss_after, (unsigned long long)st.hp_released, (unsigned long long)st.hp_cached);
+    CHECK(added > 200 * 1024, "RSS grew by %ld KiB", added);
     CHECK(rss_after - rss0 < added / 10, "RSS did not fall back: %ld KiB", rss_after);
     malloc_trim(0);   /* also gives back this thread's empty current slabs */
     long rss_trim = smaps_kb("Rss");
@@ -82,6 +120,6 @@ int main(void) {
      * data (stdio buffers, this test's own state): under 3% of the peak */
     CHECK(rss_trim < rss0 + 8 * 1024, "RSS after trim %ld KiB", rss_trim);
     CHECK(st.hp_released >= 100, "released %llu hugepages", (unsigned long long)st.hp_released);
-    CHECK(st.hp_cached <= (uint64_t)hpm_option_get(HPM_OPT_HP_CACHE));
+    CHECK(st.hp_cached <= (uint64_t)hpm_option_get(HPM_OPT_HP_CACHE), "cached %llu", (unsigned long long)st.hp_cached);
     return TEST_DONE();
 }
