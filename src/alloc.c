@@ -192,7 +192,7 @@ static void span_to_pageheap(hpm_span_t *s) {
 static void free_span(hpm_heap_t *h, hpm_span_t *s, void *p, const char *fn) {
     if ((uintptr_t)p != s->start) _hpm_fatal(fn, p, "interior pointer (not the start of an allocation)");
     if (hpm_span_cached(s)) _hpm_fatal(fn, p, "double free (allocation is already free)");
-    if (h) hpm_used_sub(h, (uint64_t)s->n_pages << HPM_PAGE_SHIFT);
+    hpm_used_add_any(h, -((int64_t)s->n_pages << HPM_PAGE_SHIFT));
     if (h && _hpm_spancache_put(h, s)) return;   /* kept for this thread */
     span_to_pageheap(s);
 }
@@ -248,6 +248,8 @@ static __attribute__((noinline)) void free_rare(hpm_heap_t *h, hpm_span_t *s, vo
     if (h) {
         hpm_used_sub(h, s->block_bytes);
         hpm_remote_poll(h);
+    } else {
+        _hpm_heapless_used_add(-(int64_t)s->block_bytes);
     }
     _hpm_free_other_in(h, s, b);
 }
@@ -490,7 +492,7 @@ static bool realloc_in_place(hpm_span_t *s, size_t size) {
     hpm_ph_unlock(&_hpm_ph);
     hpm_collapse_poll();
     hpm_heap_t *h = done ? heap_get() : NULL;
-    if (h) hpm_used_add(h, ((int64_t)pages - (int64_t)old_pages) * (int64_t)HPM_PAGE_BYTES);
+    if (done) hpm_used_add_any(h, ((int64_t)pages - (int64_t)old_pages) * (int64_t)HPM_PAGE_BYTES);
     return done;
 }
 
@@ -526,7 +528,7 @@ static void *realloc_medium_grow(void *p, hpm_span_t *old, size_t size) {
     if (!q) q = hpm_malloc(size);   /* a large block, or none left as a medium span: the ordinary path and its retry */
     if (!q) return NULL;
     memcpy(q, p, old_pages << HPM_PAGE_SHIFT);
-    if (h) hpm_used_sub(h, (uint64_t)old_pages << HPM_PAGE_SHIFT);
+    hpm_used_add_any(h, -((int64_t)old_pages << HPM_PAGE_SHIFT));
     span_to_pageheap(old);
     return q;
 }

@@ -703,6 +703,7 @@ HPM_INTERNAL void _hpm_free_other(hpm_heap_t *h, void **b);
 /* The same, for a caller that has looked up the block's slab s already. */
 HPM_INTERNAL void _hpm_free_other_in(hpm_heap_t *h, hpm_span_t *s, void **b);
 HPM_INTERNAL int64_t _hpm_heaps_used_bytes(void);
+HPM_INTERNAL void _hpm_heapless_used_add(int64_t delta);
 HPM_INTERNAL void _hpm_heaps_reclaim_abandoned(bool shed);
 HPM_INTERNAL void _hpm_heap_release_empty(bool shed);
 HPM_INTERNAL void _hpm_heap_fork_prepare(void);
@@ -743,6 +744,11 @@ static inline void hpm_used_add(hpm_heap_t *h, int64_t delta) {
 #else
     __atomic_store_n(&h->used_bytes, __atomic_load_n(&h->used_bytes, __ATOMIC_RELAXED) + delta, __ATOMIC_RELAXED);
 #endif
+}
+/* h may be NULL (a thread after its exit, or without metadata): the count of heapless changes then */
+static inline void hpm_used_add_any(hpm_heap_t *h, int64_t delta) {
+    if (h) hpm_used_add(h, delta);
+    else _hpm_heapless_used_add(delta);
 }
 static inline void hpm_used_sub(hpm_heap_t *h, uint64_t bytes) {
 #if defined(__x86_64__)
