@@ -23,9 +23,21 @@ static void bad_pointer(const char *fn, const void *p) {
 
 /* ---- allocation ---- */
 
+/* NULL after the thread's exit (its callers go on without a heap, or
+ * through after_exit_done), or when metadata ran out. */
 static inline hpm_heap_t *heap_get(void) {
     hpm_heap_t *h = hpm_my_heap();
-    return likely(h != NULL) ? h : _hpm_heap_acquire();
+    return likely(h != NULL) ? h : _hpm_tls_exited ? NULL : _hpm_heap_acquire();
+}
+
+/* An allocation after this thread's heap was given back (a program's key
+ * destructor that glibc runs after hpmalloc's) takes a heap for itself
+ * and gives it back before it returns (heap.c, _hpm_heap_call_done): no
+ * destructor may come to give back a heap it kept. */
+static __attribute__((noinline, cold)) void after_exit_done(void) {
+    int saved = errno;   /* the call's answer, not the give-back's */
+    _hpm_heap_call_done();
+    errno = saved;
 }
 
 /* The background thread (init.c) releases what waits in the pageheap's
@@ -68,6 +80,13 @@ static __attribute__((noinline, cold)) bool reclaim_for_retry(void) {
  * slab): a program that stops calling the allocator right after that
  * growth still gets the thread that releases what it frees later. */
 static __attribute__((noinline)) void *alloc_class_slow(hpm_heap_t *h, unsigned cls) {
+    if (unlikely(h == &_hpm_no_heap) && _hpm_tls_exited) {   /* after the thread's exit: a heap for this call */
+        hpm_heap_t *own = _hpm_heap_acquire();
+        void *p = own ? _hpm_heap_alloc_slow(own, cls) : NULL;
+        if (!own) errno = ENOMEM;
+        after_exit_done();
+        return p;
+    }
     void *p = _hpm_heap_alloc_slow(h, cls);
     if (unlikely(!p) && reclaim_for_retry()) p = _hpm_heap_alloc_slow(_hpm_tls_heap, cls);
     background_check();
@@ -160,15 +179,25 @@ static inline __attribute__((always_inline)) void *alloc_any(size_t size, bool z
 }
 
 static void *alloc_span_any(size_t size, bool zero) {
-    hpm_heap_t *h = heap_get();
-    if (unlikely(!h)) { errno = ENOMEM; return NULL; }   /* metadata ran out */
-    return alloc_span(h, size, HPM_PAGE_BYTES, zero);
+    bool exited = _hpm_tls_exited && !hpm_my_heap();   /* a heap for this call (after_exit_done) */
+    hpm_heap_t *h = exited ? _hpm_heap_acquire() : heap_get();
+    void *p = h ? alloc_span(h, size, HPM_PAGE_BYTES, zero) : NULL;
+    if (!h) errno = ENOMEM;   /* metadata ran out */
+    if (unlikely(exited)) after_exit_done();
+    return p;
 }
 
 /* size 0 is served as 1: a unique block, as malloc(0). A span of 0
  * pages would own no page, and its start would be another span's (or
  * the page after it), which a free of it would then free. */
 static void *alloc_aligned(size_t alignment, size_t size) {
+    if (unlikely(_hpm_tls_exited) && !hpm_my_heap()) {   /* after the thread's exit: a heap for this call */
+        void *p = NULL;
+        if (_hpm_heap_acquire()) p = alloc_aligned(alignment, size);
+        else errno = ENOMEM;
+        after_exit_done();
+        return p;
+    }
     hpm_heap_t *h = heap_get();
     if (unlikely(!h)) { errno = ENOMEM; return NULL; }
     if (size == 0) size = 1;

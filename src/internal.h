@@ -694,6 +694,7 @@ static inline hpm_heap_t *hpm_my_heap(void) {
 }
 HPM_INTERNAL extern uint64_t _hpm_cookie_secret;
 HPM_INTERNAL hpm_heap_t *_hpm_heap_acquire(void);
+HPM_INTERNAL void _hpm_heap_call_done(void);
 HPM_INTERNAL void _hpm_heaps_init(void);
 HPM_INTERNAL void *_hpm_heap_alloc_slow(hpm_heap_t *h, unsigned cls);
 HPM_INTERNAL void _hpm_heap_free_slow(hpm_heap_t *h, hpm_span_t *s);

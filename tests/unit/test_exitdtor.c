@@ -10,10 +10,21 @@
  *   up by each block's size for good (review, session 52: 100 threads
  *   whose destructor freed a 4 MB block each, 400 MB in use with nothing
  *   live).
+ * - Mallocs there took a heap and set hpmalloc's key again, so that glibc
+ *   would run heap_thread_exit once more; in glibc's last round (a
+ *   destructor that sets its own key again, to run last) it did not, and
+ *   each such thread left a heap in use with its slabs (10,000 threads:
+ *   125 MB of RSS). Now such a call takes a heap for itself and gives it
+ *   back before it returns.
  *
  * N threads, one after another, each allocate a small, a medium and a
  * large block and leave them to the destructor. After the joins the
- * bytes in use are those from before. */
+ * bytes in use are those from before. Then N threads whose destructor
+ * sets its key again for every round glibc runs, and allocates in each
+ * (small, medium, aligned, realloc), keeping the last round's block: the
+ * live heaps are as many as before, metadata did not grow by a heap
+ * record a thread, and the kept blocks hold their contents. */
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 #include "internal.h"
@@ -48,6 +59,37 @@ static void *data_worker(void *arg) {
     return NULL;
 }
 
+static pthread_key_t last_key;
+static void *kept[N];
+static int idx, rounds_seen[ROUNDS + 1];
+
+static void last_dtor(void *v) {
+    long round = (long)v;
+    if (round >= 1 && round <= ROUNDS) rounds_seen[round]++;
+    void *small = malloc(48), *medium = malloc(40 * 1024), *aligned = NULL;
+    if (posix_memalign(&aligned, 4096, 200) != 0) aligned = NULL;
+    if (small) small = realloc(small, 3000);
+    if (!small || !medium || !aligned) __atomic_add_fetch(&bad_contents, 1, __ATOMIC_RELAXED);
+    else {
+        memset(small, 0x33, 3000);
+        memset(medium, 0x44, 40 * 1024);
+        memset(aligned, 0x55, 200);
+    }
+    free(medium);
+    free(aligned);
+    free(kept[idx]);   /* the previous round's */
+    kept[idx] = small;
+    if (round < ROUNDS) pthread_setspecific(last_key, (void *)(round + 1));
+}
+
+static void *last_worker(void *arg) {
+    (void)arg;
+    void *volatile p = malloc(16);
+    free(p);
+    pthread_setspecific(last_key, (void *)1L);
+    return NULL;
+}
+
 static void run_threads(void *(*fn)(void *), int n) {
     for (int i = 0; i < n; i++) {
         pthread_t t;
@@ -69,5 +111,31 @@ int main(void) {
     CHECK(bad_contents == 0, "%d blocks lost their contents before the destructor freed them", bad_contents);
     CHECK(used_after == used_before, "bytes in use %lld before %d threads whose destructor freed their blocks, %lld after",
           (long long)used_before, N, (long long)used_after);
+
+    CHECK(pthread_key_create(&last_key, last_dtor) == 0);
+    hpm_trim();
+    unsigned live_before = __atomic_load_n(&_hpm_ph.heaps_live, __ATOMIC_RELAXED);
+    size_t meta_before = _hpm_meta_committed_bytes();
+    used_before = _hpm_heaps_used_bytes();
+    for (idx = 0; idx < N; idx++) run_threads(last_worker, 1);
+    unsigned live_after = __atomic_load_n(&_hpm_ph.heaps_live, __ATOMIC_RELAXED);
+    size_t meta_after = _hpm_meta_committed_bytes();
+    for (int r = 1; r <= ROUNDS; r++) CHECK(rounds_seen[r] == N, "the destructor ran %d times in round %d, not %d", rounds_seen[r], r, N);
+    CHECK(live_after == live_before, "live heaps %u before %d threads that allocate in their last destructor round, %u after",
+          live_before, N, live_after);
+    CHECK(meta_after - meta_before < (size_t)N * sizeof(hpm_heap_t) / 4,
+          "metadata grew by %zu KiB over %d threads (a heap record is %zu bytes)", (meta_after - meta_before) >> 10, N,
+          sizeof(hpm_heap_t));
+    CHECK(bad_contents == 0, "%d allocations failed in the destructors", bad_contents);
+    int lost = 0;
+    for (int i = 0; i < N; i++) {
+        const unsigned char *p = kept[i];
+        if (!p || p[0] != 0x33 || p[2999] != 0x33) lost++;
+        free(kept[i]);
+    }
+    CHECK(lost == 0, "%d blocks allocated in a last destructor round lost their contents", lost);
+    used_after = _hpm_heaps_used_bytes();
+    CHECK(used_after == used_before, "bytes in use %lld before, %lld after every block of the destructors was freed",
+          (long long)used_before, (long long)used_after);
     return TEST_DONE();
 }
