@@ -108,7 +108,12 @@ int _hpm_arena_add(hpm_pageheap_t *ph, size_t need_hp, size_t align_hp) {
     }
     size_t rec_cover = got < HPM_REC_COVER_BYTES ? got : HPM_REC_COVER_BYTES;
     if (_hpm_meta_region_init(&a->rec_region, (rec_cover >> HPM_GRANULE_SHIFT) * HPM_SLOT_BYTES)) {
-        ph->os->unreserve(base, got);   /* the map's reservation stays: metadata address space is never given back */
+        /* the map's reservation goes too: nothing is committed or published
+         * in it yet, and the next try reserves its own (kept, each failed
+         * try under RLIMIT_AS took 2 MiB more, until the heap could never start) */
+        if (a->map_region.limit) ph->os->unreserve((void *)a->map_region.base, a->map_region.limit);
+        a->map_region = (hpm_meta_region_t){0};
+        ph->os->unreserve(base, got);
         return ENOMEM;
     }
     a->rec_region.small_pages = true;   /* 4 KiB pages: a slot written backs 4 KiB, given back with its hugepage */

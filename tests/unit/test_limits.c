@@ -10,7 +10,10 @@
  *               been given back;
  *   late        a limit set after start is honoured when the heap grows;
  *   many        300 blocks of 1 GiB, one byte touched in each (more than
- *               the first reservation), then all freed.
+ *               the first reservation), then all freed;
+ *   tight       the heap starts under a limit that leaves it almost no
+ *               room: a try that fails keeps no address space, and once
+ *               the program frees its own the heap starts and works.
  * Nothing here touches more than a few hundred MiB. */
 #include <errno.h>
 #include <pthread.h>
@@ -187,6 +190,56 @@ static int child_many(void) {
     return TEST_DONE();
 }
 
+/* The room under the limit grows 1 MiB at a time (the program unmaps
+ * its own mapping piece by piece), and at each step malloc is tried three
+ * times until one works: a failed try must not keep address space, or
+ * the room that a later try needs goes with it. (An arena whose slab
+ * record region could not be reserved kept its page map's reservation,
+ * 2 MiB a try, and the heap never started, not even with 64 MiB of room
+ * once the program had unmapped all of its own.) Reads /proc
+ * with open and read only: nothing allocates before the limit is set. */
+static int child_tight(void) {
+    long vm0_kb = vm_kb();
+    struct rlimit rl = {(size_t)vm0_kb * 1024 + 64 * MIB, (size_t)vm0_kb * 1024 + 64 * MIB};
+    CHECK(setrlimit(RLIMIT_AS, &rl) == 0);
+    size_t ballast_bytes = 62 * MIB;   /* 2 MiB of room at first */
+    char *ballast = mmap(NULL, ballast_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(ballast != MAP_FAILED);
+    if (ballast == MAP_FAILED) return TEST_DONE();
+    char *first = NULL;
+    int grew = 0;
+    while (!first && ballast_bytes > 0) {
+        ballast_bytes -= MIB;
+        munmap(ballast + ballast_bytes, MIB);
+        long before_kb = 0;
+        for (int t = 0; t < 3 && !first; t++) {
+            errno = 0;
+            first = malloc(100);
+            CHECK(first || errno == ENOMEM, "a failed malloc sets ENOMEM (%d)", errno);
+            if (!first && t == 0) before_kb = vm_kb();
+            if (!first && t == 2 && vm_kb() != before_kb) {
+                grew++;
+                printf("with %zu MiB of room, failed tries took %ld KiB more\n", (62 * MIB - ballast_bytes) / MIB + 2, vm_kb() - before_kb);
+            }
+        }
+    }
+    CHECK(grew == 0, "failed tries kept address space at %d steps", grew);
+    CHECK(first != NULL, "the heap starts before the program unmaps all of its own");
+    if (first) printf("the heap started with %zu MiB of room\n", (62 * MIB - ballast_bytes) / MIB + 2);
+    munmap(ballast, ballast_bytes);
+    if (first) memset(first, 7, 100);
+    static void *v[64];
+    int bad_errno = 0, corrupt = 0;
+    size_t n = fill(v, 64, MIB, 64 * MIB, &bad_errno);
+    CHECK(n >= 16, "then 1 MiB blocks: %zu", n);
+    CHECK(bad_errno == 0, "errno %d", bad_errno);
+    empty(v, n, MIB, &corrupt);
+    CHECK(corrupt == 0);
+    CHECK(first && first[0] == 7 && first[99] == 7);
+    free(first);
+    return TEST_DONE();
+}
+
 static const char *self;
 
 /* Runs one case in a re-executed child, under an address-space limit when as_bytes > 0. */
@@ -214,6 +267,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], "as1g")) return child_as();
         if (!strcmp(argv[1], "late")) return child_late();
         if (!strcmp(argv[1], "many")) return child_many();
+        if (!strcmp(argv[1], "tight")) return child_tight();
         return 2;
     }
     self = "/proc/self/exe";
@@ -224,5 +278,6 @@ int main(int argc, char **argv) {
     run_case("as1g", GIB);
     run_case("late", 0);
     run_case("many", 0);
+    run_case("tight", 0);
     return TEST_DONE();
 }
