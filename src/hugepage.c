@@ -196,10 +196,20 @@ static int limit_check(hpm_pageheap_t *ph, size_t grow_hp) {
     size_t used = ph->os->as_used_bytes ? ph->os->as_used_bytes() : 0, tail = tail_hp << HPM_HP_SHIFT;
     size_t effective = used > tail ? used - tail : 0;
     if (effective + (grow_hp << HPM_HP_SHIFT) <= limit) return 0;
-    if (used > limit && tail_hp > 0 && tail_hp < last->n_hp &&
-        ph->os->unreserve((void *)index_addr(ph, ph->top_hp), tail) == 0) {
-        last->n_hp -= tail_hp;
-        ph->reserved_hp = ph->top_hp;
+    if (used > limit && tail_hp > 0 && tail_hp < last->n_hp) {
+        /* In 1g mode the arena keeps whole GiBs: chunk_back_1g backs the
+         * 512 indices from a multiple of 512, which must be one GiB of one
+         * arena (a cut at the top made the next arena start mid-chunk, and
+         * its hugepages were counted as backed by the first GiB's
+         * commit: a write to them faulted). */
+        size_t keep_hp = ph->top_hp - last->first_hp;
+        if (ph->page_mode == PAGES_1G) keep_hp = (keep_hp + HPM_PAGES_PER_HP - 1) & ~(size_t)(HPM_PAGES_PER_HP - 1);
+        size_t cut_hp = last->n_hp - keep_hp;
+        if (keep_hp < last->n_hp &&
+            ph->os->unreserve((void *)(last->base + (keep_hp << HPM_HP_SHIFT)), cut_hp << HPM_HP_SHIFT) == 0) {
+            last->n_hp = keep_hp;
+            ph->reserved_hp = last->first_hp + keep_hp;
+        }
     }
     return ENOMEM;
 }

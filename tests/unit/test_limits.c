@@ -11,6 +11,9 @@
  *   late        a limit set after start is honoured when the heap grows;
  *   many        300 blocks of 1 GiB, one byte touched in each (more than
  *               the first reservation), then all freed;
+ *   shrink1g    HPM_PAGES=1g, a limit set after start that the process is
+ *               over: the arena gives back its unused part in whole
+ *               GiBs, and blocks past the first GiB are backed;
  *   tight       the heap starts under a limit that leaves it almost no
  *               room: a try that fails keeps no address space, and once
  *               the program frees its own the heap starts and works.
@@ -31,6 +34,7 @@
 
 #define MIB ((size_t)1 << 20)
 #define GIB ((size_t)1 << 30)
+#define HPM_TEST_STRIDE ((size_t)2 << 20)   /* a byte per 2 MiB page */
 
 static int child_overcommit(void) {
     size_t huge = 100 * GIB;
@@ -190,6 +194,48 @@ static int child_many(void) {
     return TEST_DONE();
 }
 
+/* In 1g mode (each GiB falls back to THP when the pool has no 1 GiB
+ * page) under a limit set after start that the process is over, as in
+ * late: a request that does not fit makes the arena give back its unused
+ * part. It must keep whole GiBs: cut at the top, the next arena began in
+ * the middle of a GiB's 512 indices, the first GiB was committed again
+ * for them, and their own memory never was (a write to the next block
+ * faulted). Then 20 blocks of 64 MiB, more than the GiB kept. */
+static int child_shrink1g(void) {
+    char *first = malloc(100);
+    CHECK(first != NULL);
+    if (!first) return TEST_DONE();
+    memset(first, 5, 100);
+    hpm_stats_t st;
+    hpm_stats_get(&st);
+    size_t tail = st.arena_reserved_bytes - st.bytes_mapped;   /* one arena so far */
+    long vm = vm_kb();
+    struct rlimit rl;
+    getrlimit(RLIMIT_AS, &rl);
+    rl.rlim_cur = (size_t)vm * 1024 - tail + 4 * GIB;
+    CHECK(setrlimit(RLIMIT_AS, &rl) == 0);
+    errno = 0;
+    void *big = malloc(8 * GIB);
+    CHECK(big == NULL && errno == ENOMEM, "8 GiB under a 4 GiB room: %p errno %d", big, errno);
+    static char *v[20];
+    size_t n = 0;
+    for (; n < 20; n++) {
+        v[n] = malloc(64 * MIB);
+        if (!v[n]) break;
+        for (size_t off = 0; off < 64 * MIB; off += HPM_TEST_STRIDE) v[n][off] = (char)(n + 1);   /* faults here without the fix */
+    }
+    CHECK(n == 20, "%zu blocks of 64 MiB under a 4 GiB room", n);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t off = 0; off < 64 * MIB; off += HPM_TEST_STRIDE) bad += v[i][off] != (char)(i + 1);
+        free(v[i]);
+    }
+    CHECK(bad == 0, "%d places lost their byte", bad);
+    CHECK(first[0] == 5 && first[99] == 5);
+    free(first);
+    return TEST_DONE();
+}
+
 /* The room under the limit grows 1 MiB at a time (the program unmaps
  * its own mapping piece by piece), and at each step malloc is tried three
  * times until one works: a failed try must not keep address space, or
@@ -268,6 +314,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], "late")) return child_late();
         if (!strcmp(argv[1], "many")) return child_many();
         if (!strcmp(argv[1], "tight")) return child_tight();
+        if (!strcmp(argv[1], "shrink1g")) return child_shrink1g();
         return 2;
     }
     self = "/proc/self/exe";
@@ -279,5 +326,8 @@ int main(int argc, char **argv) {
     run_case("late", 0);
     run_case("many", 0);
     run_case("tight", 0);
+    setenv("HPM_PAGES", "1g", 1);   /* for that child only: this process's heap has started */
+    run_case("shrink1g", 0);
+    unsetenv("HPM_PAGES");
     return TEST_DONE();
 }
