@@ -92,8 +92,14 @@ static int linux_release(void *addr, size_t size_bytes) {
     return madvise(addr, size_bytes, MADV_DONTNEED) == 0 ? 0 : errno;
 }
 
+/* Read-only, not PROT_NONE: a private mapping that is not writable is
+ * not charged either, and a read of it gives zeros, as a THP hugepage
+ * given back with MADV_DONTNEED does. hpm_range reads a block's free mark
+ * after its slab's record, from any thread; when the slab was freed and
+ * its hugetlb hugepage given back in between, a PROT_NONE hole made that
+ * read a SIGSEGV (session 52's review, tests/unit/test_hugetlbread.c). */
 static int linux_unreserve_to_reserved(void *addr, size_t size_bytes) {
-    void *p = mmap(addr, size_bytes, PROT_NONE, RESERVE_FLAGS | MAP_FIXED, -1, 0);
+    void *p = mmap(addr, size_bytes, PROT_READ, RESERVE_FLAGS | MAP_FIXED, -1, 0);
     return p == MAP_FAILED ? errno : 0;
 }
 

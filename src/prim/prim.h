@@ -43,7 +43,8 @@ typedef struct hpm_os_s {
     int (*map_hugetlb)(void *addr, size_t size_bytes, size_t page_bytes);
     /* Give the memory back; the range stays committed and reads as zero. */
     int (*release)(void *addr, size_t size_bytes);
-    /* Return a range (e.g. a hugetlb one) to reserved, inaccessible space. */
+    /* Return a range (e.g. a hugetlb one) to reserved space: uncharged,
+     * not writable, and reading as zero (a racing hpm_range may read it). */
     int (*unreserve_to_reserved)(void *addr, size_t size_bytes);
     /* madvise(MADV_COLLAPSE): make the range one PMD-mapped huge page. */
     int (*collapse)(void *addr, size_t size_bytes);
