@@ -231,6 +231,16 @@ void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
         return cm_fail(EINVAL, "the mask selects no colour below HPM_COLOR_COUNT (", colours, ") ", CM_NONE,
                        "(colours are PFN mod HPM_COLOR_COUNT)");
     size_t need = (size_bytes + CM_PAGE - 1) / CM_PAGE;
+    unsigned share = (unsigned)__builtin_popcountll(mask);
+    /* The walk faults about need x colours / share pages and holds them
+     * until the call ends. More than the machine's memory and swap can
+     * never be found: refuse at once (session 52's review: 1 TiB of every
+     * colour faulted pages for minutes, on its way to the OOM killer). */
+    size_t machine_pages = _hpm_os->machine_bytes ? _hpm_os->machine_bytes() / CM_PAGE : 0;
+    size_t faulted_pages = need / share * colours + need % share * colours / share;
+    if (machine_pages && faulted_pages > machine_pages)
+        return cm_fail(ENOMEM, "finding the frames would fault about ", faulted_pages,
+                       " pages, more than the machine's memory and swap (", machine_pages, " pages)");
     char *dst = cm_mmap(need * CM_PAGE, PROT_NONE, MAP_NORESERVE);
     if (!dst) return cm_fail(ENOMEM, "cannot reserve the destination range", 0, NULL, 0, NULL);
     uint64_t probe;   /* can this process read its page map at all? */
@@ -241,7 +251,6 @@ void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
                                    ? "cannot open /proc/self/pagemap: permission denied (frame numbers need root)"
                                    : "cannot read /proc/self/pagemap", 0, NULL, 0, NULL);
     }
-    unsigned share = (unsigned)__builtin_popcountll(mask);
     size_t filled = 0;
     cm_n_keep = 0;
     for (int round = 0; round < CM_MAX_ROUNDS && filled < need && filled != (size_t)-1; round++) {

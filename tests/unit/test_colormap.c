@@ -15,7 +15,13 @@
  *    that many beyond it, plus 64 (not under ASan or TSan, whose shadow
  *    memory faults too) (before: the whole pool, 1.5 x the expected need
  *    plus 64 pages, was faulted, about 4000 pages too many);
- *  - every byte of the returned range is zero, like fresh mmap memory.
+ *  - every byte of the returned range is zero, like fresh mmap memory;
+ *  - a range whose search would fault more pages than the machine has
+ *    (memory and swap, from the OS table, made 32 MiB here) is refused at
+ *    once with ENOMEM and a reason, having faulted next to nothing (session
+ *    52's review: 1 TiB of every colour faulted pages for minutes, on its
+ *    way to the OOM killer; before, this 16 MiB range of 4 colours in 16,
+ *    64 MiB to search, was built).
  * All but the second need root (PFNs); without it they are skipped. */
 #include <errno.h>
 #include <stdatomic.h>
@@ -183,6 +189,29 @@ static void test_zeroed(void) {
     CHECK(hpm_colored_unmap(p, bytes) == 0);
 }
 
+/* ---- a search larger than the machine ---- */
+static size_t small_machine_bytes(void) { return (size_t)32 << 20; }
+
+static void test_beyond_machine(void) {
+    unsigned colours = (unsigned)hpm_option_get(HPM_OPT_COLOR_COUNT);
+    uint64_t quarter = (1ull << (colours / 4)) - 1;   /* colours / 4 of them */
+    size_t bytes = (size_t)16 << 20;
+    planting.machine_bytes = small_machine_bytes;
+    long f0 = minor_faults();
+    errno = 0;
+    void *p = hpm_colored_map(bytes, quarter);
+    int e = errno;
+    long faults = minor_faults() - f0;
+    planting.machine_bytes = real->machine_bytes;
+    printf("16 MiB of %u colours in %u on a 32 MiB machine: %p, errno %d, %ld faults, '%s'\n", colours / 4, colours, p,
+           e, faults, hpm_colored_map_error());
+    CHECK(p == NULL && e == ENOMEM, "refused with ENOMEM (got %p, errno %d)", p, e);
+    CHECK(strstr(hpm_colored_map_error(), "machine's memory") != NULL, "the reason says why: '%s'",
+          hpm_colored_map_error());
+    if (!SHADOW_FAULTS) CHECK(faults < 256, "%ld pages faulted before the refusal", faults);
+    if (p) hpm_colored_unmap(p, bytes);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (getenv("HPM_COLOR_COUNT")) return first_call_child();   /* nothing may come before it */
@@ -194,5 +223,6 @@ int main(int argc, char **argv) {
     test_hole_kept();
     test_pool_faults();
     test_zeroed();
+    test_beyond_machine();
     return TEST_DONE();
 }
