@@ -137,6 +137,8 @@ int hpm_thread_colors(uint64_t mask);
  * process's first call (it starts the allocator). On failure returns NULL,
  * sets errno and a reason readable with hpm_colored_map_error(). */
 void *hpm_colored_map(size_t size_bytes, uint64_t colours);
+/* Gives back a whole range that hpm_colored_map returned (p and the same
+ * size_bytes): 0, or -1 with errno EINVAL for anything else, left mapped. */
 int hpm_colored_unmap(void *p, size_t size_bytes);
 const char *hpm_colored_map_error(void);
 

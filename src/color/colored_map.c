@@ -20,10 +20,14 @@
  * filled, and its PFN has a colour in the mask (checked again at the end);
  * on failure nothing is left mapped and errno plus a reason string say
  * why; only the pool pages this call still holds are ever unmapped.
+ * hpm_colored_unmap gives back only what hpm_colored_map returned, whole
+ * (the ranges are recorded, CM_MAX_RANGES of them; a heap block or any
+ * other address is refused with EINVAL, not unmapped under its owner).
  * No malloc, no stdio: scratch arrays are mmap'd. Every system call goes
  * through the OS table (_hpm_os: sys_mmap, sys_munmap, sys_mremap,
  * sys_madvise, pagemap), so fault-injection tests reach each of them. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include "hooks.h"
@@ -42,6 +46,39 @@
 
 static __thread char cm_reason[CM_REASON_BYTES];
 static __thread int cm_errno;   /* errno of the last failure, kept across cleanup */
+
+/* ---- the ranges handed out (a fork child inherits them with the memory) ----
+ * Slots claimed and given up with compare-and-swap, no lock: a fork may
+ * come at any point, and the child must still be able to give its ranges
+ * back. A slot's base is 0 when free, CM_CLAIMED while its size is set. */
+#define CM_MAX_RANGES 4096
+#define CM_CLAIMED ((uintptr_t)1)
+static struct { _Atomic uintptr_t base; _Atomic size_t bytes; } cm_ranges[CM_MAX_RANGES];
+
+static bool cm_range_add(uintptr_t base, size_t bytes) {
+    for (size_t i = 0; i < CM_MAX_RANGES; i++) {
+        uintptr_t none = 0;
+        if (atomic_load_explicit(&cm_ranges[i].base, memory_order_relaxed) != 0 ||
+            !atomic_compare_exchange_strong(&cm_ranges[i].base, &none, CM_CLAIMED))
+            continue;
+        atomic_store_explicit(&cm_ranges[i].bytes, bytes, memory_order_relaxed);
+        atomic_store_explicit(&cm_ranges[i].base, base, memory_order_release);
+        return true;
+    }
+    return false;
+}
+
+/* Forgets [base, base + bytes) if it is a whole recorded range. */
+static bool cm_range_take(uintptr_t base, size_t bytes) {
+    for (size_t i = 0; i < CM_MAX_RANGES; i++) {
+        uintptr_t b = base;
+        if (atomic_load_explicit(&cm_ranges[i].base, memory_order_acquire) != base ||
+            atomic_load_explicit(&cm_ranges[i].bytes, memory_order_relaxed) != bytes)
+            continue;
+        if (atomic_compare_exchange_strong(&cm_ranges[i].base, &b, 0)) return true;
+    }
+    return false;
+}
 
 /* ---- tiny string building (no stdio) ---- */
 static size_t cm_append(size_t at, const char *s) {
@@ -269,6 +306,11 @@ void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
         cm_fail(err, "a frame changed colour while the range was assembled (migrated by the kernel)",
                 0, NULL, 0, NULL);
     }
+    if (!err && !cm_range_add((uintptr_t)dst, need * CM_PAGE)) {
+        cm_fail(ENOMEM, "too many coloured ranges at once (", CM_MAX_RANGES, ")", CM_NONE,
+                ": give some back with hpm_colored_unmap");
+        err = ENOMEM;
+    }
     if (err) {
         cm_munmap(dst, need * CM_PAGE);
         errno = err;
@@ -281,5 +323,13 @@ int hpm_colored_unmap(void *p, size_t size_bytes) __attribute__((visibility("def
 int hpm_colored_unmap(void *p, size_t size_bytes) {
     if (!p || ((uintptr_t)p & (CM_PAGE - 1)) || size_bytes == 0) { errno = EINVAL; return -1; }
     size_t bytes = (size_bytes + CM_PAGE - 1) / CM_PAGE * CM_PAGE;
-    return _hpm_os->sys_munmap(p, bytes) == 0 ? 0 : -1;
+    if (bytes < size_bytes || !cm_range_take((uintptr_t)p, bytes)) {   /* not a range hpm_colored_map returned, whole */
+        errno = EINVAL;
+        return -1;
+    }
+    if (_hpm_os->sys_munmap(p, bytes) == 0) return 0;
+    int e = errno;
+    cm_range_add((uintptr_t)p, bytes);   /* still mapped: still the caller's to give back */
+    errno = e;
+    return -1;
 }

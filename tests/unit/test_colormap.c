@@ -22,7 +22,13 @@
  *    52's review: 1 TiB of every colour faulted pages for minutes, on its
  *    way to the OOM killer; before, this 16 MiB range of 4 colours in 16,
  *    64 MiB to search, was built).
- * All but the second need root (PFNs); without it they are skipped. */
+ *  - hpm_colored_unmap gives back only a whole range hpm_colored_map
+ *    returned: a page-aligned heap block, part of a range, an address
+ *    inside one and a range already given back are refused with EINVAL,
+ *    and the heap block keeps its memory (session 52's review: it was
+ *    unmapped under the allocator).
+ * All but the second and the heap block's case need root (PFNs); without
+ * it they are skipped. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -212,10 +218,48 @@ static void test_beyond_machine(void) {
     if (p) hpm_colored_unmap(p, bytes);
 }
 
+/* ---- unmap: only what hpm_colored_map returned ---- */
+static void test_unmap_heap_block(void) {
+    size_t bytes = 64 * 1024;
+    unsigned char *b = aligned_alloc(PAGE, bytes);
+    CHECK(b != NULL);
+    if (!b) return;
+    memset(b, 0x3c, bytes);
+    errno = 0;
+    int r = hpm_colored_unmap(b, bytes);
+    int e = errno;
+    CHECK(r == -1 && e == EINVAL, "a heap block is refused with EINVAL (got %d, errno %d)", r, e);
+    if (r != 0) {   /* given back, the block would fault here */
+        size_t bad = 0;
+        for (size_t i = 0; i < bytes; i++) bad += b[i] != 0x3c;
+        CHECK(bad == 0, "the block kept its contents (%zu bytes differ)", bad);
+        free(b);
+    }
+}
+
+static void test_unmap_whole_only(void) {
+    size_t bytes = 16 * PAGE;
+    char *p = hpm_colored_map(bytes, 0x3);
+    CHECK(p != NULL, "hpm_colored_map: %s", hpm_colored_map_error());
+    if (!p) return;
+    errno = 0;
+    CHECK(hpm_colored_unmap(p, 8 * PAGE) == -1 && errno == EINVAL, "half a range refused");
+    errno = 0;
+    CHECK(hpm_colored_unmap(p + PAGE, bytes - PAGE) == -1 && errno == EINVAL, "an address inside refused");
+    CHECK(mapped(p) && mapped(p + bytes - PAGE), "the range is still mapped");
+    p[0] = 1;
+    p[bytes - 1] = 2;
+    CHECK(hpm_colored_unmap(p, bytes) == 0, "the whole range given back");
+    CHECK(!mapped(p), "and unmapped");
+    errno = 0;
+    CHECK(hpm_colored_unmap(p, bytes) == -1 && errno == EINVAL, "a second time refused");
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (getenv("HPM_COLOR_COUNT")) return first_call_child();   /* nothing may come before it */
     th_run_self_with("HPM_COLOR_COUNT", "4", argv);
+    test_unmap_heap_block();
     if (geteuid() != 0) {
         printf("not root: PFNs hidden, the other hpm_colored_map tests skipped\n");
         return TEST_DONE();
@@ -224,5 +268,6 @@ int main(int argc, char **argv) {
     test_pool_faults();
     test_zeroed();
     test_beyond_machine();
+    test_unmap_whole_only();
     return TEST_DONE();
 }
