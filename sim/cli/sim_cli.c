@@ -6,6 +6,7 @@
  * write files, --bench measures the raw allocator speed. Bad options exit
  * with status 2 and a message; a failed run (a malformed trace line) exits
  * with status 1. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +53,9 @@ static void usage(FILE *f) {
 static int parse_num(const char *opt, const char *s, uint64_t *out) {
     char *end;
     errno = 0;
-    if (!s || !*s || *s == '-') goto bad;
+    /* a digit first: strtoull skips blanks and takes a sign, so ' -1'
+     * was read as 2^64-1 */
+    if (!s || !isdigit((unsigned char)*s)) goto bad;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s) goto bad;
     uint64_t mul = 1;
@@ -72,7 +75,7 @@ static int parse_pct_bp(const char *opt, const char *s, uint32_t *bp) {
     char *end;
     errno = 0;
     double v = s && *s && *s != '-' ? strtod(s, &end) : -1;
-    if (v < 0 || v > 100 || errno || end == s || *end) {
+    if (!(v >= 0 && v <= 100) || errno || end == s || *end) {   /* !(v >= 0): "nan" too */
         fprintf(stderr, "hpm sim: %s wants a percentage 0..100, not '%s'\n", opt, s ? s : "");
         return -1;
     }

@@ -17,10 +17,15 @@ table() { grep -vE '^(wall time|operations per second)' "$1" | grep -v '^hpm sim
 "$HPM" sim --policy bogus >/dev/null 2>"$tmp/e1"; rc=$?
 t_check "bad --policy exits 2" test $rc -eq 2
 t_check "bad --policy is explained" grep -q "linux, illuminator, paper, both or all" "$tmp/e1"
-for bad in "--patch-order sideways" "--kernel-pct 101" "--kernel-pct 1.5x" "--cache-fill maybe" "--dcache-pct 300"; do
+# "nan" passed the 0..100 check (and its cast to an integer was undefined);
+# strtoull reads " -1" as 2^64-1
+for bad in "--patch-order sideways" "--kernel-pct 101" "--kernel-pct 1.5x" "--cache-fill maybe" "--dcache-pct 300" \
+           "--kernel-pct nan" "--ops +5"; do
     "$HPM" sim $bad >/dev/null 2>&1; rc=$?
     t_check "'$bad' rejected with 2" test $rc -eq 2
 done
+"$HPM" sim --seed " -1" >/dev/null 2>&1; rc=$?
+t_check "'--seed \" -1\"' rejected with 2" test $rc -eq 2
 "$HPM" sim --mem 6 >/dev/null 2>"$tmp/e2"; rc=$?
 t_check "--mem 6 rejected" test $rc -eq 2
 "$HPM" sim --ops 12x >/dev/null 2>"$tmp/e3"; rc=$?

@@ -35,6 +35,12 @@ t_check "hpm stat 1 2: two PIDs, exit 2" rc_is 2 $HPM stat 1 2
 t_check "hpm stat (no PID): exit 2" rc_is 2 $HPM stat
 t_check "hpm stat --json --prometheus 1: exit 2" rc_is 2 $HPM stat --json --prometheus 1
 t_check "hpm stat of a missing process: exit 1" rc_is 1 $HPM stat 1073741000
+# strtod takes "nan" and every range check passed it (--watch nan looped
+# forever); a count with a fraction was cut to a whole one
+for bad in "--watch nan" "--count nan" "--interval nan" "--sample nan" "--count 1.5" "--rounds 2.5" "--top 1.5"; do
+    t_check "hpm stat $bad 1: exit 2" rc_is 2 timeout 20 $HPM stat $bad --rounds 0 1
+done
+t_check "hpm bench --reps nan: exit 2" rc_is 2 $HPM bench --reps nan --list
 t_check "hpm run (no program): exit 2" rc_is 2 $HPM run
 t_check "hpm run -e NOEQUALS true: exit 2" rc_is 2 $HPM run -e NOEQUALS true
 t_check "hpm run of a missing program: exit 127" rc_is 127 $HPM run /nonexistent/prog

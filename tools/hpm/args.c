@@ -21,8 +21,18 @@ int hpm_parse_num(const char *s, double lo, double hi, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    /* !(v >= lo) also refuses "nan", which strtod accepts and every
+     * comparison passes: --watch nan slept NaN seconds in a loop. */
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) return -1;
     *out = v;
+    return 0;
+}
+
+int hpm_parse_int(const char *s, int lo, int hi, int *out) {
+    double v;
+    /* a count is whole: --count 1.5 was taken as 1 */
+    if (hpm_parse_num(s, lo, hi, &v) || v != (double)(int)v) return -1;
+    *out = (int)v;
     return 0;
 }
 

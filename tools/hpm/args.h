@@ -43,4 +43,6 @@ int hpm_usage_error(const char *cmd, void (*usage)(FILE *), const char *fmt, ...
     __attribute__((format(printf, 3, 4)));
 /* Parses a number in [lo, hi]; 0, or -1 when it is not one. */
 int hpm_parse_num(const char *s, double lo, double hi, double *out);
+/* The same for a whole number in [lo, hi] (1.5 is not one). */
+int hpm_parse_int(const char *s, int lo, int hi, int *out);
 #endif

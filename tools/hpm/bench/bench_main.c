@@ -117,7 +117,6 @@ static const hpm_opt_t bench_options[B_N] = {
 
 static int bench_option(void *ctx, int id, const char *val) {
     opts_t *o = ctx;
-    double v;
     switch (id) {
     case B_QUICK: o->scale = HPM_SCALE_QUICK; return 0;
     case B_FULL: o->scale = HPM_SCALE_FULL; return 0;
@@ -128,7 +127,7 @@ static int bench_option(void *ctx, int id, const char *val) {
     case B_BASELINE: o->baseline = val; o->baseline_given = 1; return 0;
     case B_OUT: o->out_root = val; return 0;
     case B_REPORT: o->report_dir = val; return 0;
-    case B_REPS: if (hpm_parse_num(val, 1, 50, &v) || v != (int)v) return -1; o->reps = (int)v; return 0;
+    case B_REPS: return hpm_parse_int(val, 1, 50, &o->reps);
     }
     return -1;
 }

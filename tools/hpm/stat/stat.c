@@ -295,7 +295,6 @@ static const hpm_opt_t stat_options[O_N] = {
 
 static int stat_option(void *ctx, int id, const char *val) {
     stat_opts_t *o = ctx;
-    double v = 0;
     switch (id) {
     case O_JSON: o->json = 1; return 0;
     case O_DETAIL: o->detail = 1; return 0;
@@ -303,11 +302,11 @@ static int stat_option(void *ctx, int id, const char *val) {
     case O_PROM: o->prometheus = 1; return 0;
     case O_TEXTFILE: o->prometheus = 1; o->textfile_dir = val; return val[0] ? 0 : -1;
     case O_INTERVAL: o->interval_auto = 0; return hpm_parse_num(val, 0.001, 3600, &o->interval_s);
-    case O_ROUNDS: if (hpm_parse_num(val, 0, STAT_MAX_ROUNDS, &v)) return -1; o->rounds = (int)v; return 0;
+    case O_ROUNDS: return hpm_parse_int(val, 0, STAT_MAX_ROUNDS, &o->rounds);
     case O_SAMPLE: return hpm_parse_num(val, 0.01, 100, &o->sample_pct);
     case O_WATCH: return hpm_parse_num(val, 0.001, 86400, &o->watch_s);
-    case O_COUNT: if (hpm_parse_num(val, 1, 1e9, &v)) return -1; o->count = (int)v; return 0;
-    case O_TOP: if (hpm_parse_num(val, 0, 64, &v)) return -1; o->top = (int)v; return 0;
+    case O_COUNT: return hpm_parse_int(val, 1, 1000000000, &o->count);
+    case O_TOP: return hpm_parse_int(val, 0, 64, &o->top);
     }
     return -1;
 }
