@@ -126,7 +126,12 @@ static void maybe_sample(sim_driver_t *d) {
     sim_stats_t st;
     sim_get_stats(d->sim, &st);
     take_sample(d, &st);
-    while (d->next_sample <= now) d->next_sample += d->sample_every;
+    /* the first multiple past now, in one step: a `t N` of 10^15 with
+     * sample_every 1 stepped 10^15 times, and near UINT64_MAX the step
+     * wrapped and never ended */
+    uint64_t steps = (now - d->next_sample) / d->sample_every + 1;
+    d->next_sample = steps > (UINT64_MAX - d->next_sample) / d->sample_every ? UINT64_MAX
+                                                                              : d->next_sample + steps * d->sample_every;
 }
 
 static int bind(sim_driver_t *d, uint32_t id, sim_handle_t h, uint32_t *pfn_out, char *err, size_t len) {

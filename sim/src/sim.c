@@ -101,13 +101,20 @@ static void rcu_reclaim_due(sim_t *s) {
     }
 }
 
+/* The clock stops at UINT64_MAX rather than wrap: a trace's `t N` may be
+ * any 64-bit N, and a wrapped clock went back to 0 (RCU deadlines and the
+ * sampling then saw time run backwards). */
+static inline uint64_t clock_add(uint64_t clock, uint64_t ops) {
+    return ops > UINT64_MAX - clock ? UINT64_MAX : clock + ops;
+}
+
 static inline void tick(sim_t *s) {
-    s->st.clock_ops++;
+    s->st.clock_ops = clock_add(s->st.clock_ops, 1);
     if (s->rcu_len) rcu_reclaim_due(s);
 }
 
 void sim_advance(sim_t *s, uint64_t ops) {
-    s->st.clock_ops += ops;
+    s->st.clock_ops = clock_add(s->st.clock_ops, ops);
     rcu_reclaim_due(s);
 }
 
@@ -186,7 +193,7 @@ void sim_free_rcu(sim_t *s, sim_handle_t h) {
     uint32_t slot = s->rcu_head + s->rcu_len;
     if (slot >= s->nr_frames) slot -= s->nr_frames;
     s->rcu[slot].handle = h;
-    s->rcu[slot].deadline = s->st.clock_ops + s->cfg.rcu_grace_ops;
+    s->rcu[slot].deadline = clock_add(s->st.clock_ops, s->cfg.rcu_grace_ops);   /* stays in FIFO order */
     s->rcu_len++;
 }
 

@@ -47,6 +47,16 @@ printf 'a 1 12 U\n' >"$tmp/bad3.trace"
 "$HPM" sim "$tmp/bad3.trace" --mem 8 >/dev/null 2>"$tmp/b3"; rc=$?
 t_check "order 12: line 1 named" bash -c "[[ $rc -ne 0 ]] && grep -q 'bad3.trace:1: bad order' '$tmp/b3'"
 t_check "no table printed for a bad trace" bash -c "! grep -q 'hybrid' '$tmp/b3'"
+# a long `t N`: the sampler stepped to the next sample one interval at a
+# time (10^15 steps; near 2^64 it wrapped and never ended), and the clock
+# wrapped to 0
+printf 't 1000000000000000\na 1 0 M\nf 1\n' >"$tmp/longt.trace"
+timeout 60 "$HPM" sim "$tmp/longt.trace" --mem 8 --policy linux --sample 1 >"$tmp/lt" 2>&1; rc=$?
+t_check "t 10^15 with --sample 1 ends ($rc)" bash -c "[[ $rc -eq 0 ]] && grep -qE '^operations \(simulated time\) +1000000000000002$' '$tmp/lt'"
+printf 't 18446744073709551615\na 1 0 M\nr 1\nt 5\na 2 0 M\n' >"$tmp/maxt.trace"
+timeout 60 "$HPM" sim "$tmp/maxt.trace" --mem 8 --policy linux --csv "$tmp/maxt.csv" >"$tmp/mt" 2>&1; rc=$?
+t_check "t 2^64-1 ends, the clock stops at 2^64-1 ($rc)" bash -c "[[ $rc -eq 0 ]] && tail -1 '$tmp/maxt.csv' | grep -q '^linux,18446744073709551615,'"
+t_check "t 2^64-1: the RCU free is counted, no kernel memory left" bash -c "grep -qE '^RCU-deferred frees +1$' '$tmp/mt' && grep -qE '^kernel memory, end \(MiB\) +0.0$' '$tmp/mt'"
 
 # 3. record and replay, both workloads, one policy each
 for wl in server fragmenter; do
