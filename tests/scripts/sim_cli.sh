@@ -47,6 +47,8 @@ printf 'a 1 12 U\n' >"$tmp/bad3.trace"
 "$HPM" sim "$tmp/bad3.trace" --mem 8 >/dev/null 2>"$tmp/b3"; rc=$?
 t_check "order 12: line 1 named" bash -c "[[ $rc -ne 0 ]] && grep -q 'bad3.trace:1: bad order' '$tmp/b3'"
 t_check "no table printed for a bad trace" bash -c "! grep -q 'hybrid' '$tmp/b3'"
+"$HPM" sim "$tmp" --mem 8 --policy linux >"$tmp/dir.out" 2>"$tmp/dir.err"; rc=$?
+t_check "a directory as the trace: exit 1, said, no table ($rc)" bash -c "[[ $rc -eq 1 ]] && grep -q 'cannot read: Is a directory' '$tmp/dir.err' && ! grep -q hybrid '$tmp/dir.out'"
 # a long `t N`: the sampler stepped to the next sample one interval at a
 # time (10^15 steps; near 2^64 it wrapped and never ended), and the clock
 # wrapped to 0
