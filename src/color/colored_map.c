@@ -274,7 +274,7 @@ void *hpm_colored_map(size_t size_bytes, uint64_t colours_mask) {
      * never be found: refuse at once (session 52's review: 1 TiB of every
      * colour faulted pages for minutes, on its way to the OOM killer). */
     size_t machine_pages = _hpm_os->machine_bytes ? _hpm_os->machine_bytes() / CM_PAGE : 0;
-    size_t faulted_pages = need / share * colours + need % share * colours / share;
+    size_t faulted_pages = need * colours / share;   /* need < 2^28 pages, colours <= 64: no overflow */
     if (machine_pages && faulted_pages > machine_pages)
         return cm_fail(ENOMEM, "finding the frames would fault about ", faulted_pages,
                        " pages, more than the machine's memory and swap (", machine_pages, " pages)");
